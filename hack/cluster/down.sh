@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Stop the grpo-launcher local control plane and leave no process behind. Cluster state is deleted
+# (the build cache and served-log files are kept). Safe to run when nothing is running.
+set -uo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$HERE/common.sh"
+mkdir -p "$CLUSTER_DIR"
+exec 9>"$CLUSTER_DIR/.lock.down"; flock -w 300 9 || true
+T0=$(date +%s)
+rm -f "$MARKER"
+
+# delete jobs while the operators still run, so their finalizers are removed
+if api_ready; then
+  k delete rayjobs.ray.io,pytorchjobs.kubeflow.org --all -A --wait=true --timeout=60s >/dev/null 2>&1 || true
+fi
+
+stop_pid() {  # name: TERM, wait up to 10 s, then KILL
+  local f="$PIDS/$1.pid" p
+  [ -f "$f" ] || return 0
+  p=$(cat "$f")
+  if kill -0 "$p" 2>/dev/null; then
+    kill "$p" 2>/dev/null
+    for _ in $(seq 20); do kill -0 "$p" 2>/dev/null || break; sleep 0.5; done
+    kill -9 "$p" 2>/dev/null || true
+  fi
+  rm -f "$f"
+}
+for n in kuberay training-operator fake-dashboard; do stop_pid "$n"; done
+
+if [ -x "$KWOK_BIN/kwokctl" ] && [ -d "$KWOK_WORKDIR/clusters/$CLUSTER_NAME" ]; then
+  PATH="$TOOLS_LINK:$PATH" "$KWOK_BIN/kwokctl" --name "$CLUSTER_NAME" delete cluster --kubeconfig= \
+    > "$LOGS/kwokctl-delete.log" 2>&1 || say "kwokctl delete failed (see $LOGS/kwokctl-delete.log)"
+fi
+
+# anything of ours still alive (e.g. state dir removed by hand)? stop it by pid.
+left=$(our_procs)
+if [ -n "$left" ]; then
+  say "stopping leftover processes:"; echo "$left" >&2
+  for p in $(echo "$left" | awk '{print $1}'); do kill "$p" 2>/dev/null || true; done
+  sleep 2
+  for p in $(our_procs | awk '{print $1}'); do kill -9 "$p" 2>/dev/null || true; done
+fi
+rm -rf "$KWOK_WORKDIR" "$KUBECONFIG_PATH" /tmp/k8s-webhook-server/serving-certs/tls.crt /tmp/k8s-webhook-server/serving-certs/tls.key
+left=$(our_procs)
+if [ -n "$left" ]; then say "processes still running:"; echo "$left" >&2; exit 1; fi
+say "down in $(( $(date +%s) - T0 ))s; no cluster process left"

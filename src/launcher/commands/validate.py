@@ -1,0 +1,29 @@
+"""`launcher validate CONFIG`: check a config without touching any cluster."""
+
+from __future__ import annotations
+
+import argparse
+
+from launcher.commands._common import add_config_arguments, load_from_args
+
+HELP = "check an experiment config (schema, verl batch rules, Kubernetes names)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_config_arguments(parser)
+    parser.add_argument("--show-overrides", action="store_true", help="also print verl's Hydra override list")
+
+
+def run(args: argparse.Namespace) -> int:
+    from launcher.verl_args import verl_overrides
+
+    spec = load_from_args(args)
+    res = spec.resources
+    print(
+        f"ok: {args.config} -> {spec.backend} {spec.job_name} in namespace {spec.scheduling.namespace}: "
+        f"{res.nodes} node(s) × {res.gpus_per_node} {res.gpu_type}, "
+        f"batch {spec.data.train_batch_size} × n {spec.rollout.n}, {spec.trainer.total_training_steps} steps"
+    )
+    if args.show_overrides:
+        print("\n".join(verl_overrides(spec)))
+    return 0

@@ -1,0 +1,59 @@
+"""Names, labels and selectors: the one owner of both (the chart's `_helpers.tpl` mirrors this).
+
+The launcher finds its objects by these labels, never by reassembling names, and only ever
+touches objects that carry `app.kubernetes.io/managed-by: grpo-launcher` (or Helm, for chart
+installs) together with `app.kubernetes.io/part-of: grpo-launcher`.
+"""
+
+from __future__ import annotations
+
+from launcher import __version__
+from launcher.spec import ExperimentSpec
+
+APP_NAME = "verl-grpo"
+PART_OF = "grpo-launcher"
+MANAGED_BY = "grpo-launcher"
+LABEL_PREFIX = "grpo.launcher.io"
+EXPERIMENT_LABEL = f"{LABEL_PREFIX}/experiment"
+HASH_LABEL = f"{LABEL_PREFIX}/config-hash"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+# Labels that Helm manages itself; the chart parity test removes only these.
+HELM_BOOKKEEPING = ("helm.sh/chart", "app.kubernetes.io/managed-by")
+
+
+def job_name(spec: ExperimentSpec, component: str = "trainer") -> str:
+    """`<name>-<hash>` for training; `<name>-eval-<hash>` style names for other components."""
+    if component == "trainer":
+        return spec.job_name
+    return f"{spec.name}-{component}-{spec.config_hash()}"
+
+
+def selector_labels(instance: str) -> dict[str, str]:
+    """Labels that select one run's objects and pods."""
+    return {"app.kubernetes.io/name": APP_NAME, INSTANCE_LABEL: instance}
+
+
+def common_labels(spec: ExperimentSpec, component: str = "trainer", instance: str | None = None) -> dict[str, str]:
+    """Every object the launcher renders carries these."""
+    labels = {
+        **selector_labels(instance or job_name(spec, component)),
+        "app.kubernetes.io/version": __version__,
+        COMPONENT_LABEL: component,
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        "app.kubernetes.io/part-of": PART_OF,
+        EXPERIMENT_LABEL: spec.name,
+        HASH_LABEL: spec.config_hash(),
+    }
+    if spec.scheduling.queue:
+        labels[KUEUE_QUEUE_LABEL] = spec.scheduling.queue
+    return labels
+
+
+def instance_selector(instance: str) -> str:
+    """Label selector string for one run's pods (kubectl `-l` syntax)."""
+    return ",".join(f"{k}={v}" for k, v in selector_labels(instance).items())
+
+
+OWNED_SELECTOR = f"app.kubernetes.io/part-of={PART_OF}"

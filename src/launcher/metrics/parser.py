@@ -1,0 +1,321 @@
+"""Streaming parser for verl's console metric lines (bytes in, `StepRecord`s out).
+
+verl 0.9.1 prints one line per logged step from `LocalLogger.log` (`concat_dict_to_str`, see
+`/work/shared/notes/verl.md` §5). Inside a Kubernetes pod that line reaches the log wrapped in up to
+three prefixes, and tqdm's progress bar may share the physical line through carriage returns.
+
+Grammar (one *fragment* = the text between two of `\\n`, `\\r`, `\\r\\n`; see `LineSplitter`)::
+
+    fragment   := [timestamp] [ansi* ray_prefix ansi*] metric_line
+    timestamp  := RFC3339 "Z" " " [("stdout" | "stderr") " " ("F" | "P") " "]
+                  # kubectl logs --timestamps, or a raw CRI log file line
+    ansi       := ESC "[" [0-9;]* "m"                     # Ray colours the prefix even without a TTY
+    ray_prefix := "(" [actor " "] "pid=" digits [", ip=" not-")"*] ")" " "
+                  # actor: TaskRunnerV1 (v1 trainer), TaskRunner (legacy) or any other word
+    metric_line:= "step:" digits (" - " item)*
+    item       := key ":" value                           # split on the LAST ":" of the item
+    key        := any non-empty text without " - "        # verl keys use "/", "@", "-", "_"
+    value      := number | "np." type "(" number ")"      # numpy >= 2 repr via pprint.pformat
+                | "np." type "('" number "')"             # np.longdouble repr
+                | "True" | "False" | "np.True_" | "np.False_"
+    number     := int | float                             # Python repr: 3712, 0.625, 1e-06, -1.5e+20,
+                                                          # nan, inf, -inf
+    type       := float16|float32|float64|longdouble|int8..int64|uint8..uint64
+
+A fragment whose metric_line does not begin with `step:` is noise. A fragment that begins with
+`step:` but has an item that does not fit the grammar is *malformed* and is skipped whole: a torn
+line (container killed mid-print, line-length cap hit) usually still parses item by item up to the
+tear, and a silently shortened row is worse than a missing one.
+
+Values keep their Python type: ints stay `int` (so `training/global_step` is 3, not 3.0), floats
+are `float` (including nan/inf), booleans `bool`. Keys are verl's, unchanged.
+
+Memory is bounded: `LineSplitter` never holds more than one pending line of at most
+`max_line_bytes` plus the chunk being fed; longer lines are dropped and counted as truncated.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields
+
+# Longest physical line we keep. A full exp3 training line is ~3.3 KB; validation over many data
+# sources can add a few KB. 1 MiB leaves room for anything verl prints and bounds memory against a
+# runaway line (a 2 GB blob without a newline).
+MAX_LINE_BYTES = 1 << 20
+
+_STEP = "step:"
+_SEP = " - "
+
+# Optional prefixes, applied only when the fragment does not already start with "step:".
+_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]\d\d:\d\d) (?:(?:stdout|stderr) [FP] )?")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_RAY_PREFIX = re.compile(r"\((?:[\w.:-]+ )?pid=\d+(?:, ip=[^)]*)?\) ?")
+_NP_WRAPPED = re.compile(
+    r"np\.(?:float(?:16|32|64|128)?|longdouble|u?int(?:8|16|32|64)?|longlong|intc|intp)"
+    r"\('?([^()']*)'?\)"
+)
+_INT = re.compile(r"-?\d+")
+# Python/numpy float repr only: rejects "1_0", " 1", "infinity" that float() would accept.
+_FLOAT = re.compile(r"-?(?:\d+\.\d+(?:e[+-]\d+)?|\d+e[+-]\d+|inf|nan)")
+
+_BOOLS = {"True": True, "False": False, "np.True_": True, "np.False_": False}
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """One parsed `step:N - ...` line: verl's step number and its metrics, keys unchanged."""
+
+    step: int
+    metrics: dict[str, int | float | bool]
+
+
+@dataclass(slots=True)
+class ParseCounters:
+    """What the parser saw. All counts are of fragments (`\\r`/`\\n`-separated pieces)."""
+
+    lines: int = 0  # fragments handed to the parser, including noise and skipped ones
+    records: int = 0  # parsed step lines
+    noise: int = 0  # fragments that are not metric lines (config dump, tqdm, warnings, blanks)
+    malformed: int = 0  # started with "step:" but did not fit the grammar: skipped
+    non_utf8: int = 0  # invalid UTF-8: skipped
+    truncated: int = 0  # longer than max_line_bytes, or cut off by reset(): skipped
+
+    def add(self, other: ParseCounters) -> None:
+        """Add `other`'s counts into this one (used to total several streams)."""
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+_MALFORMED = object()  # sentinel from _parse: looked like a metric line but was not one
+
+
+def parse_value(text: str) -> int | float | bool | None:
+    """Parse one rendered value (`0.625`, `np.float64(nan)`, `3712`, `True`); None if not a value."""
+    if text[:3] == "np.":
+        b = _BOOLS.get(text)
+        if b is not None:
+            return b
+        m = _NP_WRAPPED.fullmatch(text)
+        if m is None:
+            return None
+        text = m.group(1)
+    if _INT.fullmatch(text):
+        return int(text)
+    if _FLOAT.fullmatch(text):
+        return float(text)
+    return _BOOLS.get(text)
+
+
+def _strip_prefixes(line: str) -> str:
+    """Remove a kubectl/CRI timestamp, ANSI colour codes and a Ray actor prefix, if present."""
+    if line[:1].isdigit():
+        m = _TIMESTAMP.match(line)
+        if m:
+            line = line[m.end() :]
+            if line.startswith(_STEP):
+                return line
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
+    if line[:1] == "(":
+        m = _RAY_PREFIX.match(line)
+        if m:
+            line = line[m.end() :]
+    return line
+
+
+def _parse(line: str):
+    """StepRecord, None (noise) or _MALFORMED. Callers should fast-path lines without 'step:'."""
+    if not line.startswith(_STEP):
+        line = _strip_prefixes(line)
+        if not line.startswith(_STEP):
+            return None
+    head, sep, rest = line.partition(_SEP)
+    num = head[5:]
+    if not num.isdigit() or not num.isascii():
+        # "step:12abc", "step: 3" or a sentence mentioning "step:" after prefixes: not ours
+        return _MALFORMED if num[:1].isdigit() else None
+    metrics: dict[str, int | float | bool] = {}
+    if sep:
+        for item in rest.split(_SEP):
+            key, colon, text = item.rpartition(":")
+            if not colon or not key:
+                return _MALFORMED
+            # Fast path for the common plain float ("0.625"); parse_value handles the rest. The
+            # guards keep float()'s extra leniency ("1_0.5", " 1.5", "126.") out of the fast path.
+            if "." in text and text[-1:].isdigit() and text[:1] != "n" and "_" not in text and " " not in text:
+                try:
+                    value = float(text)
+                except ValueError:
+                    return _MALFORMED
+            else:
+                value = parse_value(text)
+            if value is None:
+                return _MALFORMED
+            metrics[key] = value
+    return StepRecord(int(num), metrics)
+
+
+def parse_line(line: str) -> StepRecord | None:
+    """Parse one fragment (no `\\r`/`\\n` inside); None for noise and for malformed metric lines.
+
+    Accepts the grammar in the module docstring. Use `LogParser` to also count what was skipped.
+    """
+    if _STEP not in line:
+        return None
+    rec = _parse(line)
+    return rec if isinstance(rec, StepRecord) else None
+
+
+class LineSplitter:
+    """Incremental bytes -> text fragments, split on `\\n`, `\\r` and `\\r\\n`.
+
+    `feed(chunk)` returns the complete fragments ending in that chunk; a partial fragment is held
+    until its terminator arrives. Empty fragments are dropped (`\\r\\n` and blank lines).
+    Fragments that are not valid UTF-8 or are longer than `max_line_bytes` are skipped and counted
+    in `counters.non_utf8` / `counters.truncated`; neither is ever fatal.
+    """
+
+    def __init__(self, max_line_bytes: int = MAX_LINE_BYTES, counters: ParseCounters | None = None):
+        self.max_line_bytes = max_line_bytes
+        self.counters = counters if counters is not None else ParseCounters()
+        self._pending = b""
+        self._discarding = False  # inside an over-long line: drop bytes until its terminator
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """Add `chunk` and return the fragments it completed, in order."""
+        if not chunk:
+            return []
+        cut = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
+        if cut < 0:
+            self._hold(chunk)
+            return []
+        data = self._pending + chunk[: cut + 1] if self._pending else chunk[: cut + 1]
+        self._pending = b""
+        out = self._split(data, drop_first=self._discarding)
+        self._discarding = False
+        self._hold(chunk[cut + 1 :])
+        return out
+
+    def finish(self) -> list[str]:
+        """End of stream: return the unterminated last fragment, if any (many logs lack a final newline)."""
+        data, self._pending = self._pending, b""
+        discarding, self._discarding = self._discarding, False
+        if discarding or not data:
+            return []
+        return self._split(data + b"\n", drop_first=False)
+
+    def reset(self) -> None:
+        """Drop a pending partial fragment (the stream broke; a re-attach will resend the whole line)."""
+        if self._pending:  # (an over-long line being discarded was counted when it overflowed)
+            self.counters.lines += 1
+            self.counters.truncated += 1
+        self._pending = b""
+        self._discarding = False
+
+    def _hold(self, tail: bytes) -> None:
+        if self._discarding or not tail:
+            return
+        if len(self._pending) + len(tail) > self.max_line_bytes:
+            # Count it now, then swallow everything up to the next terminator.
+            self._pending = b""
+            self._discarding = True
+            self.counters.lines += 1
+            self.counters.truncated += 1
+        else:
+            self._pending += tail
+
+    def _split(self, data: bytes, drop_first: bool) -> list[str]:
+        """`data` ends with a terminator. Decode once for the whole block when it is valid UTF-8."""
+        c = self.counters
+        try:
+            parts = data.decode("utf-8").replace("\r", "\n").split("\n")
+            decoded = True
+        except UnicodeDecodeError:
+            parts = data.replace(b"\r", b"\n").split(b"\n")
+            decoded = False
+        parts.pop()  # the empty piece after the final terminator
+        if drop_first and parts:
+            parts.pop(0)  # tail of an over-long line, already counted as truncated
+        out: list[str] = []
+        limit = self.max_line_bytes
+        for p in parts:
+            if not p:
+                continue
+            c.lines += 1
+            # len() of str counts characters; a str this long may exceed the byte cap: fine to drop
+            if len(p) > limit:
+                c.truncated += 1
+                continue
+            if not decoded:
+                try:
+                    p = p.decode("utf-8")
+                except UnicodeDecodeError:
+                    c.non_utf8 += 1
+                    continue
+            out.append(p)
+        return out
+
+
+@dataclass
+class LogParser:
+    """Splitter + `parse_line` with counters: `feed(bytes) -> [StepRecord]`, constant memory.
+
+    One `LogParser` per byte stream (per pod container attach): partial lines are per stream.
+    """
+
+    max_line_bytes: int = MAX_LINE_BYTES
+    counters: ParseCounters = field(default_factory=ParseCounters)
+
+    def __post_init__(self) -> None:
+        self._splitter = LineSplitter(self.max_line_bytes, self.counters)
+
+    def feed(self, chunk: bytes) -> list[StepRecord]:
+        """Parse every fragment completed by `chunk`."""
+        return self._records(self._splitter.feed(chunk))
+
+    def finish(self) -> list[StepRecord]:
+        """End of stream: parse the unterminated last fragment, if any."""
+        return self._records(self._splitter.finish())
+
+    def reset(self) -> None:
+        """The stream broke: drop a partial line (counted as truncated) before re-attaching."""
+        self._splitter.reset()
+
+    def feed_lines(self, lines) -> list[StepRecord]:
+        """Parse already-split text lines (e.g. from a client that yields `str` lines).
+
+        Each line may still contain `\\r` fragments; they are split here.
+        """
+        frags: list[str] = []
+        for line in lines:
+            for f in line.replace("\r", "\n").split("\n"):
+                if f:
+                    self.counters.lines += 1
+                    if len(f) > self.max_line_bytes:
+                        self.counters.truncated += 1
+                    else:
+                        frags.append(f)
+        return self._records(frags)
+
+    def _records(self, frags: list[str]) -> list[StepRecord]:
+        c = self.counters
+        out: list[StepRecord] = []
+        noise = 0
+        for f in frags:
+            if _STEP not in f:  # fast path: config dump, tqdm, warnings
+                noise += 1
+                continue
+            rec = _parse(f)
+            if rec is None:
+                noise += 1
+            elif rec is _MALFORMED:
+                c.malformed += 1
+            else:
+                out.append(rec)
+        c.noise += noise
+        c.records += len(out)
+        return out

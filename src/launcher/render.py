@@ -1,0 +1,376 @@
+"""Spec → Kubernetes objects, through Jinja templates, as a pure function.
+
+`render(spec)` takes a validated spec and returns plain dicts in apply order: no I/O besides the
+packaged templates, no clock, no randomness, so the same config always gives byte-identical YAML.
+Templates hold the shape of each object; this module computes the derived structures (labels,
+security contexts, volumes, environment) so templates stay small and declarative. Every template
+scalar is emitted through `q` and every structure through `json`, both YAML-safe encoders, and the
+text is parsed back into objects before anyone sees it.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Literal
+
+import jinja2
+import yaml
+
+from launcher import labels as L
+from launcher.config import dump_spec
+from launcher.spec import ExperimentSpec
+
+SPEC_MOUNT = "/etc/grpo"
+SPEC_PATH = f"{SPEC_MOUNT}/spec.yaml"
+HOME_DIR = "/home/verl"
+# Ray version baked into docker/requirements.lock; KubeRay uses it to pick ray start flags.
+RAY_VERSION = "2.60.0"
+ENTRYPOINT = ["python3", "-m", "launcher.entrypoint", "--config", SPEC_PATH]
+
+Component = Literal["trainer", "eval"]
+
+
+# --------------------------------------------------------------------------------------------------
+# YAML-safe encoders used by the templates
+
+
+def yaml_quote(text: str) -> str:
+    """A YAML double-quoted scalar for any string: printable ASCII kept, everything else escaped."""
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif 0x20 <= code < 0x7F:
+            out.append(ch)
+        elif code <= 0xFF:
+            out.append(f"\\x{code:02x}")
+        elif code <= 0xFFFF:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
+
+
+def q(value: Any) -> str:
+    """Encode one scalar (str, int, float, bool, None) as a YAML flow scalar."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"non-finite number {value!r} cannot be rendered")
+        return repr(value)
+    if isinstance(value, str):
+        return yaml_quote(value)
+    raise TypeError(f"q: expected a scalar, got {type(value).__name__}")
+
+
+def to_flow(value: Any) -> str:
+    """Encode a structure (dicts, lists, scalars) as YAML flow style."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{yaml_quote(str(k))}: {to_flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(to_flow(v) for v in value) + "]"
+    return q(value)
+
+
+@lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("launcher", "templates"),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=False,
+    )
+    env.filters["q"] = q
+    env.filters["json"] = to_flow
+    return env
+
+
+def _render_template(template: str, **context: Any) -> dict:
+    text = _env().get_template(template).render(**context)
+    obj = yaml.safe_load(text)
+    if not isinstance(obj, dict):
+        raise RuntimeError(f"template {template} rendered {type(obj).__name__}, expected a mapping")
+    return obj
+
+
+# --------------------------------------------------------------------------------------------------
+# Derived structures
+
+
+@dataclass(frozen=True)
+class PodParts:
+    """Everything the `_pod.j2` macro needs for one kind of pod."""
+
+    labels: dict
+    annotations: dict
+    restart_policy: str
+    service_account: str | None
+    priority_class: str | None
+    node_selector: dict
+    tolerations: list
+    affinity: dict | None
+    image_pull_secrets: list
+    pod_security: dict
+    container_security: dict
+    image: str
+    image_pull_policy: str
+    command: list | None
+    init_command: list
+    init_resources: dict
+    env: list
+    resources: dict
+    volume_mounts: list
+    volumes: list
+
+
+def _env_vars(spec: ExperimentSpec) -> list[dict]:
+    env: list[dict] = [
+        {"name": "LAUNCHER_SPEC", "value": SPEC_PATH},
+        {"name": "PYTHONUNBUFFERED", "value": "1"},
+        {"name": "HOME", "value": HOME_DIR},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "NCCL_DEBUG", "value": spec.network.nccl_debug},
+        {"name": "NCCL_IB_DISABLE", "value": "0" if spec.network.nccl_ib else "1"},
+    ]
+    if spec.network.nccl_socket_ifname:
+        env.append({"name": "NCCL_SOCKET_IFNAME", "value": spec.network.nccl_socket_ifname})
+    # Secrets reach the pod only as references to existing Secrets, never as values.
+    for var, ref in (("HF_TOKEN", spec.secrets.hf_token), ("WANDB_API_KEY", spec.secrets.wandb_api_key)):
+        if ref is not None:
+            env.append({"name": var, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
+    return env
+
+
+def _security(spec: ExperimentSpec) -> tuple[dict, dict]:
+    sec = spec.security
+    pod = {
+        "runAsNonRoot": True,
+        "runAsUser": sec.run_as_user,
+        "runAsGroup": sec.run_as_group,
+        "fsGroup": sec.run_as_group,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    caps = list(sec.extra_capabilities)
+    if spec.network.nccl_ib and "IPC_LOCK" not in caps:
+        caps.append("IPC_LOCK")  # RDMA registers (pins) memory
+    capabilities: dict = {"drop": ["ALL"]}
+    if caps:
+        capabilities["add"] = sorted(caps)
+    container = {
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "readOnlyRootFilesystem": sec.read_only_root_filesystem,
+        "runAsNonRoot": True,
+        "capabilities": capabilities,
+    }
+    return pod, container
+
+
+def _volumes(spec: ExperimentSpec, configmap: str) -> tuple[list, list]:
+    st = spec.storage
+    workspace = (
+        {"name": "workspace", "persistentVolumeClaim": {"claimName": st.claim_name}}
+        if st.claim_name
+        else {"name": "workspace", "emptyDir": {}}
+    )
+    volumes = [
+        {"name": "spec", "configMap": {"name": configmap}},
+        # /dev/shm defaults to 64 MiB in a pod, which breaks NCCL and the Ray object store.
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.resources.shm_size}},
+        workspace,
+        # Writable scratch under a read-only root filesystem (Ray sessions, Triton/vLLM caches).
+        {"name": "tmp", "emptyDir": {}},
+        {"name": "home", "emptyDir": {}},
+    ]
+    mounts = [
+        {"name": "spec", "mountPath": SPEC_MOUNT, "readOnly": True},
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "workspace", "mountPath": st.mount_path},
+        {"name": "tmp", "mountPath": "/tmp"},
+        {"name": "home", "mountPath": HOME_DIR},
+    ]
+    return volumes, mounts
+
+
+def _tolerations(spec: ExperimentSpec) -> list[dict]:
+    out = []
+    for t in spec.scheduling.tolerations:
+        item = {"key": t.key, "operator": t.operator, "value": t.value, "effect": t.effect,
+                "tolerationSeconds": t.toleration_seconds}
+        out.append({k: v for k, v in item.items() if v is not None})
+    return out
+
+
+def _anti_affinity(instance: str) -> dict:
+    """One GPU pod per node, so a multi-node run really spans nodes."""
+    return {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {L.INSTANCE_LABEL: instance, L.COMPONENT_LABEL: "trainer"}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+
+
+def _pod_parts(
+    spec: ExperimentSpec,
+    *,
+    instance: str,
+    configmap: str,
+    gpu: bool,
+    command: list | None,
+    restart_policy: str,
+    component: Component,
+) -> PodParts:
+    res = spec.resources
+    pod_sec, ctr_sec = _security(spec)
+    volumes, mounts = _volumes(spec, configmap)
+    if gpu:
+        resources = {"cpu": res.cpu, "memory": res.memory, res.gpu_resource: res.total_gpus // res.nodes}
+        node_selector = {**spec.scheduling.node_selector, res.gpu_product_label: res.gpu_product}
+        tolerations = _tolerations(spec)
+        affinity = _anti_affinity(instance) if res.nodes > 1 else None
+    else:
+        resources = {"cpu": res.head_cpu, "memory": res.head_memory}
+        node_selector = dict(spec.scheduling.node_selector)
+        tolerations = _tolerations(spec)
+        affinity = None
+    return PodParts(
+        labels=L.common_labels(spec, component, instance),
+        annotations=dict(sorted(spec.scheduling.pod_annotations.items())),
+        restart_policy=restart_policy,
+        service_account=spec.scheduling.service_account,
+        priority_class=spec.scheduling.priority_class,
+        node_selector=dict(sorted(node_selector.items())),
+        tolerations=tolerations,
+        affinity=affinity,
+        image_pull_secrets=[{"name": n} for n in spec.secrets.image_pull_secrets],
+        pod_security=pod_sec,
+        container_security=ctr_sec,
+        image=spec.image,
+        image_pull_policy=spec.image_pull_policy,
+        command=command,
+        # Every pod prepares (or finds) the dataset on its own volume before verl starts, so
+        # emptyDir and shared claims behave the same and workers never wait on the head.
+        init_command=[*ENTRYPOINT, "--prepare-data-only"],
+        init_resources={"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
+        env=_env_vars(spec),
+        resources=resources,
+        volume_mounts=mounts,
+        volumes=volumes,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Objects
+
+
+def configmap_name(instance: str) -> str:
+    return f"{instance}-spec"
+
+
+def render(spec: ExperimentSpec, *, component: Component = "trainer", gitops: bool = False,
+           entry_args: tuple[str, ...] = ()) -> list[dict]:
+    """Render the objects of one run, in apply order: PVC, ConfigMap, then the job.
+
+    gitops=True drops TTL self-deletion, which a GitOps controller would fight by recreating
+    (and so re-running) a job that deleted itself.
+    """
+    instance = L.job_name(spec, component)
+    labels = L.common_labels(spec, component, instance)
+    namespace = spec.scheduling.namespace
+    cm = configmap_name(instance)
+    ttl = None if gitops else spec.run_policy.ttl_seconds_after_finished
+    command = [*ENTRYPOINT, *entry_args]
+    objects: list[dict] = []
+
+    st = spec.storage
+    if st.create and st.claim_name:
+        objects.append(
+            _render_template(
+                "pvc.yaml.j2", name=st.claim_name, namespace=namespace, labels=labels,
+                access_mode=st.access_mode, storage_class=st.storage_class, size=st.size,
+            )
+        )
+    objects.append(
+        _render_template("configmap.yaml.j2", name=cm, namespace=namespace, labels=labels, spec_yaml=dump_spec(spec))
+    )
+    common = dict(
+        job_name=instance, namespace=namespace, labels=labels, run_policy=spec.run_policy,
+        ttl_seconds_after_finished=ttl, suspend=spec.scheduling.queue is not None,
+        workers=0,
+    )
+    if spec.backend == "pytorchjob":
+        gpu_pod = _pod_parts(spec, instance=instance, configmap=cm, gpu=True, command=command,
+                             restart_policy="Never", component=component)
+        job = _render_template(
+            "pytorchjob.yaml.j2", **{**common, "workers": spec.resources.nodes - 1},
+            gpu_pod=gpu_pod,
+            # OnFailure would restart a crashed verl in place and silently redo steps; failures go
+            # through backoffLimit instead, and the job's conditions stay truthful.
+            replica_restart_policy="Never",
+            # Gang admission: Kueue admits a suspended job as a whole; without Kueue the PodGroup's
+            # minAvailable keeps a gang scheduler from starting part of a multi-node run.
+            min_available=spec.resources.nodes if spec.resources.nodes > 1 and not spec.scheduling.queue else None,
+        )
+    else:
+        gpu_pod = _pod_parts(spec, instance=instance, configmap=cm, gpu=True, command=None,
+                             restart_policy="Never", component=component)
+        head_pod = _pod_parts(spec, instance=instance, configmap=cm, gpu=False, command=None,
+                              restart_policy="Never", component=component)
+        job = _render_template(
+            "rayjob.yaml.j2", **{**common, "workers": spec.resources.nodes},
+            entrypoint=shlex.join(command),
+            ray_version=RAY_VERSION,
+            # The head runs only the driver: no GPU work may be placed on it.
+            head_start_params={"dashboard-host": "0.0.0.0", "num-gpus": "0"},
+            worker_start_params={},
+            head_pod=head_pod,
+            gpu_pod=gpu_pod,
+        )
+    objects.append(job)
+    return objects
+
+
+class _Dumper(yaml.SafeDumper):
+    """SafeDumper that writes multi-line strings (the ConfigMap's spec.yaml) as literal blocks."""
+
+
+def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+    style = "|" if "\n" in data and _block_safe(data) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+def _block_safe(text: str) -> bool:
+    # Literal blocks cannot carry trailing spaces on a line or non-printable characters faithfully.
+    return all(line == line.rstrip(" ") and line.isprintable() for line in text.split("\n"))
+
+
+_Dumper.add_representer(str, _str_representer)
+
+
+def to_yaml(objects: list[dict]) -> str:
+    """Multi-document YAML of `objects`, deterministic (insertion order, no timestamps)."""
+    return yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False, explicit_start=True, allow_unicode=False, width=120)
+
+
+def object_filename(obj: dict, index: int) -> str:
+    """`NN-kind-name.yaml`: one file per object, numbered in apply order."""
+    return f"{index:02d}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"

@@ -1,0 +1,529 @@
+"""The experiment spec: one pydantic model that every other artefact derives from.
+
+Templates, the chart's `values.yaml`/`values.schema.json`, verl's override list and the docs are all
+generated from (or checked against) this module. Field names follow verl's own names where a field
+maps one-to-one onto a verl key, so a verl user recognises them.
+
+Validation happens in two layers:
+- field-level (types, ranges, formats) by pydantic, with `extra="forbid"` everywhere so a misspelled
+  key is an error rather than silently ignored;
+- cross-field rules (verl's batch arithmetic, Kubernetes name lengths) in `check_rules`, whose
+  verdicts are meant to agree with verl's own `validate_config` (tests/verl prove it on a table).
+
+Both layers report `Problem(field, expected, got)`, rendered as one line each by `format_problems`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+# Kubernetes quantities ("16", "500m", "128Gi", "1.5e3"): the apimachinery grammar, simplified to
+# what a user writes. Anything else would be refused by the API server only at submit time.
+QUANTITY_RE = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
+Quantity = Annotated[str, StringConstraints(pattern=QUANTITY_RE, max_length=32)]
+
+# DNS-1123 label: lower-case alphanumerics and '-', starting and ending alphanumeric.
+DNS1123_LABEL_RE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS1123_SUBDOMAIN_RE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DnsLabel = Annotated[str, StringConstraints(pattern=DNS1123_LABEL_RE, max_length=63)]
+DnsSubdomain = Annotated[str, StringConstraints(pattern=DNS1123_SUBDOMAIN_RE, max_length=253)]
+
+# Label keys/values and annotation keys as Kubernetes accepts them.
+LABEL_VALUE_RE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+QUALIFIED_NAME_RE = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+LabelKey = Annotated[str, StringConstraints(pattern=QUALIFIED_NAME_RE, max_length=316)]
+LabelValue = Annotated[str, StringConstraints(pattern=LABEL_VALUE_RE, max_length=63)]
+
+# Absolute POSIX path without control characters (it ends up in a mountPath or a verl override).
+AbsPath = Annotated[str, StringConstraints(pattern=r"^/[^\x00-\x1f\x7f]*$", max_length=1024)]
+# Free text that ends up inside a pod (paths, hub ids): printable, bounded.
+Text = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]+$", max_length=1024)]
+
+# The job name is `<name>-<hash>`; the operators then add suffixes. KubeRay refuses RayJob names
+# longer than 47 characters (it derives the RayCluster and Service names from them), and the
+# training-operator names pods `<job>-worker-<i>`, so 47 is the budget on both backends.
+JOB_NAME_MAX = 47
+HASH_LEN = 8
+NAME_MAX = JOB_NAME_MAX - HASH_LEN - 1  # 38
+
+# GPU types a user names, mapped to the value of the NVIDIA GPU feature-discovery label
+# `nvidia.com/gpu.product` on nodes that carry that GPU.
+GPU_PRODUCTS: dict[str, str] = {
+    "A100-80GB": "NVIDIA-A100-SXM4-80GB",
+    "A100-40GB": "NVIDIA-A100-SXM4-40GB",
+    "A100-80GB-PCIE": "NVIDIA-A100-80GB-PCIe",
+    "H100-80GB": "NVIDIA-H100-80GB-HBM3",
+    "H200": "NVIDIA-H200",
+    "L40S": "NVIDIA-L40S",
+}
+
+
+class _Model(BaseModel):
+    """Base for every section: unknown keys are errors, values are validated on assignment."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+
+class ModelSpec(_Model):
+    """The policy model verl trains."""
+
+    path: Text = Field("Qwen/Qwen2.5-3B-Instruct", description="Hugging Face hub id or a path inside the pod.")
+    local_dir: AbsPath | None = Field(
+        None,
+        description="Pre-staged model directory for offline clusters; when set, verl loads it instead of `path`.",
+    )
+    cache_dir: AbsPath = Field("/workspace/hf", description="HF_HOME inside the pod (model and tokenizer cache).")
+    offline: bool = Field(False, description="Set HF_HUB_OFFLINE/HF_DATASETS_OFFLINE: never contact the hub.")
+    trust_remote_code: bool = Field(False, description="Allow model code from the hub (verl's trust_remote_code).")
+
+
+class DataSpec(_Model):
+    """Dataset, batch size and sequence lengths (verl's `data.*`)."""
+
+    dataset: Literal["gsm8k"] = Field("gsm8k", description="Dataset preset; GSM8K is the one supported today.")
+    dir: AbsPath = Field(
+        "/workspace/data/gsm8k",
+        description="Directory holding (or receiving) train.parquet and test.parquet in verl's schema.",
+    )
+    source_dir: AbsPath | None = Field(
+        None,
+        description="Mounted raw GSM8K (Hugging Face repo layout with README.md) to convert offline; "
+        "null downloads openai/gsm8k from the hub unless model.offline is set.",
+    )
+    train_files: AbsPath | None = Field(None, description="Override the train parquet (default: <dir>/train.parquet).")
+    val_files: AbsPath | None = Field(None, description="Override the validation parquet (default: <dir>/test.parquet).")
+    train_batch_size: int = Field(8, ge=1, le=1_000_000, description="Prompts per training step.")
+    max_prompt_length: int = Field(512, ge=1, le=1_048_576, description="Maximum prompt tokens.")
+    max_response_length: int = Field(256, ge=1, le=1_048_576, description="Maximum generated tokens per response.")
+    filter_overlong_prompts: bool = Field(True, description="Drop prompts longer than max_prompt_length.")
+    truncation: Literal["error", "left", "right", "middle"] = Field(
+        "error", description="What verl does with an over-long prompt that was not filtered."
+    )
+    val_max_samples: int | None = Field(None, ge=1, description="Limit the validation set (null: all of it).")
+
+    @property
+    def train_path(self) -> str:
+        return self.train_files or f"{self.dir}/train.parquet"
+
+    @property
+    def val_path(self) -> str:
+        return self.val_files or f"{self.dir}/test.parquet"
+
+
+class AlgorithmSpec(_Model):
+    """GRPO and its knobs (verl's `algorithm.*` and the actor's KL/entropy terms)."""
+
+    adv_estimator: Literal["grpo"] = Field("grpo", description="Advantage estimator; this tool runs GRPO.")
+    norm_adv_by_std_in_grpo: bool = Field(True, description="Divide GRPO advantages by the group's std.")
+    use_kl_in_reward: bool = Field(False, description="Subtract a KL penalty from the reward.")
+    kl_coef: float = Field(0.001, ge=0, le=100, description="KL-in-reward coefficient.")
+    use_kl_loss: bool = Field(False, description="Add a KL loss against the reference policy.")
+    kl_loss_coef: float = Field(0.001, ge=0, le=100, description="KL loss coefficient.")
+    kl_loss_type: Literal["kl", "abs", "mse", "low_var_kl", "full"] = Field("low_var_kl", description="KL estimator.")
+    entropy_coeff: float = Field(0.0, ge=0, le=100, description="Entropy bonus coefficient (0: none).")
+
+    @property
+    def needs_reference(self) -> bool:
+        """verl creates a reference-policy worker only when a KL term is used."""
+        return self.use_kl_in_reward or self.use_kl_loss
+
+
+class RolloutSpec(_Model):
+    """Generation with vLLM (verl's `actor_rollout_ref.rollout.*`)."""
+
+    name: Literal["vllm"] = Field("vllm", description="Rollout engine.")
+    tensor_parallel_size: int = Field(1, ge=1, le=64, description="vLLM tensor parallel size (within one node).")
+    n: int = Field(2, ge=1, le=1024, description="Responses sampled per prompt (the GRPO group size).")
+    gpu_memory_utilization: float = Field(0.5, gt=0, le=1, description="Fraction of GPU memory vLLM may take.")
+    temperature: float = Field(1.0, ge=0, le=10, description="Sampling temperature for training rollouts.")
+    log_prob_micro_batch_size_per_gpu: int = Field(
+        2, ge=1, le=65536, description="Micro-batch per GPU when recomputing log-probs (rollout and reference)."
+    )
+
+
+class ActorSpec(_Model):
+    """The trained policy (verl's `actor_rollout_ref.actor.*` and `.model.*`)."""
+
+    strategy: Literal["fsdp", "fsdp2"] = Field("fsdp", description="Training backend.")
+    lr: float = Field(1e-6, gt=0, le=1, description="Actor learning rate.")
+    ppo_mini_batch_size: int = Field(8, ge=1, le=1_000_000, description="Prompts per PPO mini-batch.")
+    ppo_micro_batch_size_per_gpu: int = Field(2, ge=1, le=65536, description="Samples per GPU per forward pass.")
+    param_offload: bool = Field(False, description="Offload FSDP parameters to CPU.")
+    optimizer_offload: bool = Field(False, description="Offload optimizer state to CPU.")
+    gradient_checkpointing: bool = Field(True, description="Recompute activations to save memory.")
+    use_remove_padding: bool = Field(True, description="Pack sequences without padding (needs flash-attn).")
+
+
+class TrainerSpec(_Model):
+    """Loop length, checkpoints and logging (verl's `trainer.*`)."""
+
+    project_name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]+$", max_length=128)] = Field(
+        "verl_grpo_gsm8k", description="verl project name (file-logger and checkpoint path component)."
+    )
+    total_training_steps: int = Field(25, ge=1, le=10_000_000, description="Training steps to run.")
+    total_epochs: int = Field(1, ge=1, le=100_000, description="Epochs (total_training_steps wins when smaller).")
+    save_freq: int | None = Field(
+        None,
+        ge=-1,
+        description="Checkpoint every N steps; null saves once at the last step (what evaluation needs); -1 never.",
+    )
+    test_freq: int = Field(-1, ge=-1, description="Validate every N steps; -1 never.")
+    val_before_train: bool = Field(False, description="Validate once before the first step (logged as step 0).")
+    logger: list[Literal["console", "file", "wandb", "tensorboard", "mlflow"]] = Field(
+        ["console", "file"], min_length=1, description="verl logger backends; console is what the launcher parses."
+    )
+    checkpoint_dir: AbsPath = Field(
+        "/workspace/checkpoints",
+        description="Checkpoint root; each experiment writes to <checkpoint_dir>/<project_name>/<name>.",
+    )
+    resume_mode: Literal["disable", "auto", "resume_path"] = Field(
+        "disable",
+        description="disable: always start fresh (a new run is never a silent no-op); auto: resume from the "
+        "experiment's latest checkpoint (for operator retries); resume_path: from resume_from_path.",
+    )
+    resume_from_path: AbsPath | None = Field(None, description="A global_step_N directory, with resume_mode=resume_path.")
+    max_actor_ckpt_to_keep: int | None = Field(None, ge=1, description="Rotate old checkpoints (null: keep all).")
+
+    @property
+    def effective_save_freq(self) -> int:
+        return self.total_training_steps if self.save_freq is None else self.save_freq
+
+
+class ResourcesSpec(_Model):
+    """What each training pod asks Kubernetes for."""
+
+    nodes: int = Field(1, ge=1, le=1024, description="Pods (one per node); >1 forms one Ray cluster across them.")
+    gpus_per_node: int = Field(2, ge=1, le=16, description="GPUs per pod (nvidia.com/gpu limit).")
+    gpu_type: str = Field(
+        "A100-80GB",
+        description=f"GPU type, mapped to the nvidia.com/gpu.product node label: one of {sorted(GPU_PRODUCTS)}.",
+    )
+    gpu_resource: LabelKey = Field("nvidia.com/gpu", description="Extended resource name of the GPU.")
+    gpu_product_label: LabelKey = Field("nvidia.com/gpu.product", description="Node label carrying the GPU product.")
+    cpu: Quantity = Field("16", description="CPU request and limit per pod; also Ray's CPU count.")
+    memory: Quantity = Field("128Gi", description="Memory request and limit per pod (equal: Guaranteed QoS).")
+    shm_size: Quantity = Field("16Gi", description="Size of the memory-backed /dev/shm (NCCL, Ray object store).")
+    head_cpu: Quantity = Field("4", description="RayJob only: CPU of the Ray head pod (runs the verl driver).")
+    head_memory: Quantity = Field("16Gi", description="RayJob only: memory of the Ray head pod.")
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def gpu_product(self) -> str:
+        return GPU_PRODUCTS[self.gpu_type]
+
+
+class StorageSpec(_Model):
+    """One volume at `mount_path` for data, model cache and checkpoints."""
+
+    claim_name: DnsSubdomain | None = Field(
+        None, description="PersistentVolumeClaim to mount; null uses an emptyDir (lost with the pod)."
+    )
+    create: bool = Field(False, description="Render the PersistentVolumeClaim as part of the run.")
+    size: Quantity = Field("200Gi", description="Size of the created claim.")
+    storage_class: DnsSubdomain | None = Field(None, description="StorageClass of the created claim (null: default).")
+    access_mode: Literal["ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod"] = Field(
+        "ReadWriteOnce", description="Access mode of the created claim (multi-node runs need ReadWriteMany)."
+    )
+    mount_path: AbsPath = Field("/workspace", description="Where the volume is mounted in every pod.")
+
+
+class Toleration(_Model):
+    """A pod toleration, as in the Kubernetes API (snake_case here, camelCase in the manifest)."""
+
+    key: LabelKey | None = None
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: LabelValue | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = Field(None, ge=0)
+
+
+class SchedulingSpec(_Model):
+    """Where and how the pods are scheduled."""
+
+    namespace: DnsLabel = Field("default", description="Namespace of the run.")
+    queue: DnsLabel | None = Field(None, description="Kueue LocalQueue; the job is created suspended for Kueue to admit.")
+    priority_class: DnsSubdomain | None = Field(None, description="PriorityClass of the pods.")
+    node_selector: dict[LabelKey, LabelValue] = Field(
+        {}, description="Extra node selector (the GPU product label is added from resources.gpu_type)."
+    )
+    tolerations: list[Toleration] = Field([], description="Tolerations, e.g. for tainted GPU node pools.")
+    pod_annotations: dict[LabelKey, Annotated[str, StringConstraints(max_length=4096)]] = Field(
+        {}, description="Annotations on every pod (e.g. for KWOK test stages or sidecar injection)."
+    )
+    service_account: DnsSubdomain | None = Field(None, description="ServiceAccount of the pods (null: default).")
+
+
+class RunPolicySpec(_Model):
+    """Retries, deadlines and clean-up, mapped onto the operator's own fields."""
+
+    backoff_limit: int = Field(0, ge=0, le=100, description="Retries before the job is Failed.")
+    active_deadline_seconds: int | None = Field(None, ge=1, description="Kill the job after this long (null: never).")
+    ttl_seconds_after_finished: int | None = Field(
+        None, ge=0, description="Delete the finished job after this long (null: keep; omitted in GitOps output)."
+    )
+    clean_pod_policy: Literal["None", "Running", "All"] = Field(
+        "None", description="PyTorchJob: which pods to delete when the job finishes (None keeps logs readable)."
+    )
+
+
+class NetworkSpec(_Model):
+    """NCCL settings for multi-node runs; defaults work on plain Ethernet pod networks."""
+
+    nccl_socket_ifname: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.,^=-]+$", max_length=64)] | None = Field(
+        None, description="NCCL_SOCKET_IFNAME (null: let NCCL choose)."
+    )
+    nccl_ib: bool = Field(False, description="Use InfiniBand/RoCE (sets NCCL_IB_DISABLE=0 and adds IPC_LOCK).")
+    nccl_debug: Literal["WARN", "INFO", "TRACE", "VERSION"] = Field("WARN", description="NCCL_DEBUG.")
+
+
+class SecretRef(_Model):
+    """A key of an existing Secret; only the reference is ever stored, never the value."""
+
+    name: DnsSubdomain
+    key: Annotated[str, StringConstraints(pattern=r"^[-._a-zA-Z0-9]+$", max_length=253)]
+
+
+class SecretsSpec(_Model):
+    """Tokens the pods need, as references to existing Secrets."""
+
+    hf_token: SecretRef | None = Field(None, description="HF_TOKEN for gated models or datasets.")
+    wandb_api_key: SecretRef | None = Field(None, description="WANDB_API_KEY when the wandb logger is on.")
+    image_pull_secrets: list[DnsSubdomain] = Field([], description="Secrets for pulling the image.")
+
+
+class SecuritySpec(_Model):
+    """Pod security. Defaults are as strict as a GPU training pod allows; each exception is a field."""
+
+    run_as_user: int = Field(1000, ge=1, le=2_147_483_647, description="UID of the image's non-root user.")
+    run_as_group: int = Field(1000, ge=1, le=2_147_483_647, description="GID of the image's non-root user.")
+    read_only_root_filesystem: bool = Field(
+        True, description="Root filesystem read-only; /tmp, $HOME, /dev/shm and the storage volume stay writable."
+    )
+    extra_capabilities: list[Literal["IPC_LOCK", "SYS_PTRACE", "SYS_NICE"]] = Field(
+        [],
+        description="Capabilities added back after dropping ALL. IPC_LOCK: pinned memory for RDMA (added "
+        "automatically with network.nccl_ib); SYS_PTRACE: py-spy/CUDA IPC debugging.",
+    )
+
+
+BACKENDS = ("pytorchjob", "rayjob")
+
+
+class ExperimentSpec(_Model):
+    """A verl GRPO experiment and the Kubernetes job that runs it."""
+
+    name: DnsLabel = Field(description="Experiment name; the job is <name>-<config hash>.")
+    backend: Literal["pytorchjob", "rayjob"] = Field("pytorchjob", description="Kubeflow PyTorchJob or KubeRay RayJob.")
+    image: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$", max_length=512)] = Field(
+        "ghcr.io/grpo-launcher/verl-grpo:0.1.0", description="Training image (docker/Dockerfile)."
+    )
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field("IfNotPresent", description="Pull policy.")
+    model: ModelSpec = ModelSpec()
+    data: DataSpec = DataSpec()
+    algorithm: AlgorithmSpec = AlgorithmSpec()
+    rollout: RolloutSpec = RolloutSpec()
+    actor: ActorSpec = ActorSpec()
+    trainer: TrainerSpec = TrainerSpec()
+    resources: ResourcesSpec = ResourcesSpec()
+    storage: StorageSpec = StorageSpec()
+    scheduling: SchedulingSpec = SchedulingSpec()
+    run_policy: RunPolicySpec = RunPolicySpec()
+    network: NetworkSpec = NetworkSpec()
+    secrets: SecretsSpec = SecretsSpec()
+    security: SecuritySpec = SecuritySpec()
+
+    def config_hash(self) -> str:
+        """Short content hash of the whole spec: a changed config is a new run (and job name)."""
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:HASH_LEN]
+
+    @property
+    def job_name(self) -> str:
+        return f"{self.name}-{self.config_hash()}"
+
+    @property
+    def checkpoint_path(self) -> str:
+        """Per-experiment checkpoint directory: runs never resume from another experiment's steps."""
+        return f"{self.trainer.checkpoint_dir}/{self.trainer.project_name}/{self.name}"
+
+
+# --------------------------------------------------------------------------------------------------
+# Problems and their messages
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One validation failure: which field, what was expected, what was given."""
+
+    field: str
+    expected: str
+    got: Any
+
+    def __str__(self) -> str:
+        return f"{self.field}: expected {self.expected}, got {_show(self.got)}"
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def format_problems(problems: list[Problem]) -> str:
+    """One line per problem, prefixed for a terminal."""
+    return "\n".join(f"  - {p}" for p in problems)
+
+
+def problems_from_pydantic(exc: ValidationError) -> list[Problem]:
+    """Translate pydantic's errors into `Problem`s with dotted field paths."""
+    out = []
+    for err in exc.errors(include_url=False):
+        field = ".".join(str(part) for part in err["loc"]) or "<root>"
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            expected = "a known key (this one does not exist; misspelled? see `launcher schema`)"
+        elif kind == "missing":
+            expected = "a value (required)"
+        else:
+            expected = _expected_from_pydantic(err)
+        out.append(Problem(field, expected, err.get("input")))
+    return out
+
+
+def _expected_from_pydantic(err: dict) -> str:
+    ctx = err.get("ctx") or {}
+    kind = err["type"]
+    if kind == "string_pattern_mismatch":
+        return f"a string matching {ctx.get('pattern')}"
+    if kind == "literal_error":
+        return f"one of {ctx.get('expected')}"
+    for bound, word in (("ge", "≥"), ("gt", ">"), ("le", "≤"), ("lt", "<")):
+        if bound in ctx:
+            return f"a number {word} {ctx[bound]}"
+    return err["msg"][0].lower() + err["msg"][1:]
+
+
+def check_rules(spec: ExperimentSpec) -> list[Problem]:
+    """Cross-field rules: verl's batch arithmetic and Kubernetes naming.
+
+    The batch rules mirror verl 0.9.1 (`verl/utils/config.py::validate_config` and the actor's
+    runtime normalisation in `verl/workers/fsdp_workers.py`), so a config that passes here is not
+    rejected by verl for its batch shape.
+    """
+    problems: list[Problem] = []
+    res, data, actor, rollout = spec.resources, spec.data, spec.actor, spec.rollout
+    world = res.total_gpus
+
+    if len(spec.name) > NAME_MAX:
+        problems.append(
+            Problem(
+                "name",
+                f"at most {NAME_MAX} characters (the job name adds '-<{HASH_LEN}-char config hash>' and must stay "
+                f"within {JOB_NAME_MAX} so the operators' pod and service names fit in 63)",
+                spec.name,
+            )
+        )
+    if res.gpu_type not in GPU_PRODUCTS:
+        problems.append(Problem("resources.gpu_type", f"one of {sorted(GPU_PRODUCTS)}", res.gpu_type))
+    if (data.train_batch_size * rollout.n) % world:
+        problems.append(
+            Problem(
+                "data.train_batch_size",
+                f"train_batch_size × rollout.n divisible by the GPU count {world} "
+                f"(resources.nodes {res.nodes} × resources.gpus_per_node {res.gpus_per_node}); "
+                f"{data.train_batch_size} × {rollout.n} = {data.train_batch_size * rollout.n}",
+                data.train_batch_size,
+            )
+        )
+    if actor.ppo_mini_batch_size > data.train_batch_size:
+        problems.append(
+            Problem(
+                "actor.ppo_mini_batch_size",
+                f"at most data.train_batch_size ({data.train_batch_size})",
+                actor.ppo_mini_batch_size,
+            )
+        )
+    else:
+        samples = actor.ppo_mini_batch_size * rollout.n
+        if samples % world:
+            problems.append(
+                Problem(
+                    "actor.ppo_mini_batch_size",
+                    f"ppo_mini_batch_size × rollout.n divisible by the GPU count {world}; "
+                    f"{actor.ppo_mini_batch_size} × {rollout.n} = {samples}",
+                    actor.ppo_mini_batch_size,
+                )
+            )
+        elif (samples // world) % actor.ppo_micro_batch_size_per_gpu:
+            problems.append(
+                Problem(
+                    "actor.ppo_micro_batch_size_per_gpu",
+                    f"a divisor of the per-GPU mini-batch ppo_mini_batch_size × rollout.n / GPUs = "
+                    f"{actor.ppo_mini_batch_size} × {rollout.n} / {world} = {samples // world}",
+                    actor.ppo_micro_batch_size_per_gpu,
+                )
+            )
+    tp = rollout.tensor_parallel_size
+    if tp > res.gpus_per_node or res.gpus_per_node % tp:
+        problems.append(
+            Problem(
+                "rollout.tensor_parallel_size",
+                f"a divisor of resources.gpus_per_node ({res.gpus_per_node}): tensor parallelism stays within a node",
+                tp,
+            )
+        )
+    if spec.trainer.resume_mode == "resume_path" and not spec.trainer.resume_from_path:
+        problems.append(Problem("trainer.resume_from_path", "a global_step_N path when resume_mode is resume_path", None))
+    if spec.trainer.resume_from_path and "global_step_" not in spec.trainer.resume_from_path:
+        problems.append(
+            Problem("trainer.resume_from_path", "a path containing 'global_step_'", spec.trainer.resume_from_path)
+        )
+    if "wandb" in spec.trainer.logger and spec.secrets.wandb_api_key is None:
+        problems.append(
+            Problem("secrets.wandb_api_key", "a Secret reference when trainer.logger includes wandb", None)
+        )
+    if spec.storage.create and not spec.storage.claim_name:
+        problems.append(Problem("storage.claim_name", "a claim name when storage.create is true", None))
+    if res.nodes > 1 and spec.storage.claim_name and spec.storage.access_mode == "ReadWriteOnce" and spec.storage.create:
+        problems.append(
+            Problem(
+                "storage.access_mode",
+                "ReadWriteMany when several nodes share the created claim",
+                spec.storage.access_mode,
+            )
+        )
+    return problems
+
+
+# Keys a user cannot set from the outside because they are derived; kept here so the chart and
+# docs can say so.
+DERIVED = {
+    "job name": "<name>-<config hash>",
+    "checkpoint path": "<trainer.checkpoint_dir>/<trainer.project_name>/<name>",
+    "GPU node selector": "<resources.gpu_product_label>: GPU_PRODUCTS[<resources.gpu_type>]",
+}
+
+
+def field_docs(model: type[BaseModel] = ExperimentSpec, prefix: str = "") -> dict[str, str]:
+    """Dotted field path → description, for docs and the chart's `# --` comments."""
+    out: dict[str, str] = {}
+    for name, info in model.model_fields.items():
+        path = f"{prefix}{name}"
+        ann = info.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel) and ann is not Toleration and ann is not SecretRef:
+            out[path] = info.description or (ann.__doc__ or "").strip().splitlines()[0]
+            out.update(field_docs(ann, path + "."))
+        else:
+            out[path] = info.description or ""
+    return out
+
