@@ -20,7 +20,7 @@ import jinja2
 import yaml
 
 from launcher import labels as L
-from launcher.config import dump_spec
+from launcher import canonical
 from launcher.spec import ExperimentSpec
 
 SPEC_MOUNT = "/etc/grpo"
@@ -286,6 +286,15 @@ def configmap_name(instance: str) -> str:
     return f"{instance}-spec"
 
 
+def spec_document(spec: ExperimentSpec) -> str:
+    """The ConfigMap's `spec.yaml`: the resolved spec as indented canonical JSON (JSON is YAML).
+
+    JSON in Go's layout rather than PyYAML's, because the Helm chart must put byte-identical text
+    there and Helm can only write it with `toPrettyJson`; readers parse it as YAML unchanged.
+    """
+    return canonical.dumps(spec.model_dump(mode="json"), indent=2)
+
+
 def render(spec: ExperimentSpec, *, component: Component = "trainer", gitops: bool = False,
            entry_args: tuple[str, ...] = ()) -> list[dict]:
     """Render the objects of one run, in apply order: PVC, ConfigMap, then the job.
@@ -310,7 +319,7 @@ def render(spec: ExperimentSpec, *, component: Component = "trainer", gitops: bo
             )
         )
     objects.append(
-        _render_template("configmap.yaml.j2", name=cm, namespace=namespace, labels=labels, spec_yaml=dump_spec(spec))
+        _render_template("configmap.yaml.j2", name=cm, namespace=namespace, labels=labels, spec_yaml=spec_document(spec))
     )
     common = dict(
         job_name=instance, namespace=namespace, labels=labels, run_policy=spec.run_policy,

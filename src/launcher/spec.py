@@ -16,7 +16,6 @@ Both layers report `Problem(field, expected, got)`, rendered as one line each by
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -42,10 +41,20 @@ QUALIFIED_NAME_RE = (
 LabelKey = Annotated[str, StringConstraints(pattern=QUALIFIED_NAME_RE, max_length=316)]
 LabelValue = Annotated[str, StringConstraints(pattern=LABEL_VALUE_RE, max_length=63)]
 
-# Absolute POSIX path without control characters (it ends up in a mountPath or a verl override).
-AbsPath = Annotated[str, StringConstraints(pattern=r"^/[^\x00-\x1f\x7f]*$", max_length=1024)]
+# Characters no text field may hold: C0/C1 controls, DEL, line/paragraph separators and
+# non-characters. YAML readers refuse or fold them, and the ConfigMap's JSON (written the way Go's
+# encoding/json writes it, for Helm parity) leaves them unescaped. `\x{...}` is understood by both
+# pydantic's Rust regex engine and Go's RE2 (Helm's schema validator).
+_CONTROL = r"\x00-\x1f"
+_UNPRINTABLE_REST = r"\x7f-\x9f\x{2028}\x{2029}\x{feff}\x{fffe}\x{ffff}"
+# Absolute POSIX path (it ends up in a mountPath or a verl override).
+AbsPath = Annotated[str, StringConstraints(pattern=rf"^/[^{_CONTROL}{_UNPRINTABLE_REST}]*$", max_length=1024)]
 # Free text that ends up inside a pod (paths, hub ids): printable, bounded.
-Text = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]+$", max_length=1024)]
+Text = Annotated[str, StringConstraints(pattern=rf"^[^{_CONTROL}{_UNPRINTABLE_REST}]+$", max_length=1024)]
+# Annotation values may span lines (tab and newline are escaped in JSON), nothing else unprintable.
+AnnotationValue = Annotated[
+    str, StringConstraints(pattern=rf"^[^\x00-\x08\x0b-\x1f{_UNPRINTABLE_REST}]*$", max_length=4096)
+]
 
 # The job name is `<name>-<hash>`; the operators then add suffixes. KubeRay refuses RayJob names
 # longer than 47 characters (it derives the RayCluster and Service names from them), and the
@@ -107,7 +116,7 @@ class DataSpec(_Model):
     truncation: Literal["error", "left", "right", "middle"] = Field(
         "error", description="What verl does with an over-long prompt that was not filtered."
     )
-    val_max_samples: int | None = Field(None, ge=1, description="Limit the validation set (null: all of it).")
+    val_max_samples: int | None = Field(None, ge=1, le=10_000_000, description="Limit the validation set (null: all of it).")
 
     @property
     def train_path(self) -> str:
@@ -173,9 +182,10 @@ class TrainerSpec(_Model):
     save_freq: int | None = Field(
         None,
         ge=-1,
+        le=10_000_000,
         description="Checkpoint every N steps; null saves once at the last step (what evaluation needs); -1 never.",
     )
-    test_freq: int = Field(-1, ge=-1, description="Validate every N steps; -1 never.")
+    test_freq: int = Field(-1, ge=-1, le=10_000_000, description="Validate every N steps; -1 never.")
     val_before_train: bool = Field(False, description="Validate once before the first step (logged as step 0).")
     logger: list[Literal["console", "file", "wandb", "tensorboard", "mlflow"]] = Field(
         ["console", "file"], min_length=1, description="verl logger backends; console is what the launcher parses."
@@ -190,7 +200,7 @@ class TrainerSpec(_Model):
         "experiment's latest checkpoint (for operator retries); resume_path: from resume_from_path.",
     )
     resume_from_path: AbsPath | None = Field(None, description="A global_step_N directory, with resume_mode=resume_path.")
-    max_actor_ckpt_to_keep: int | None = Field(None, ge=1, description="Rotate old checkpoints (null: keep all).")
+    max_actor_ckpt_to_keep: int | None = Field(None, ge=1, le=100_000, description="Rotate old checkpoints (null: keep all).")
 
     @property
     def effective_save_freq(self) -> int:
@@ -245,7 +255,7 @@ class Toleration(_Model):
     operator: Literal["Exists", "Equal"] = "Equal"
     value: LabelValue | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    toleration_seconds: int | None = Field(None, ge=0)
+    toleration_seconds: int | None = Field(None, ge=0, le=2_147_483_647)
 
 
 class SchedulingSpec(_Model):
@@ -258,7 +268,7 @@ class SchedulingSpec(_Model):
         {}, description="Extra node selector (the GPU product label is added from resources.gpu_type)."
     )
     tolerations: list[Toleration] = Field([], description="Tolerations, e.g. for tainted GPU node pools.")
-    pod_annotations: dict[LabelKey, Annotated[str, StringConstraints(max_length=4096)]] = Field(
+    pod_annotations: dict[LabelKey, AnnotationValue] = Field(
         {}, description="Annotations on every pod (e.g. for KWOK test stages or sidecar injection)."
     )
     service_account: DnsSubdomain | None = Field(None, description="ServiceAccount of the pods (null: default).")
@@ -268,9 +278,9 @@ class RunPolicySpec(_Model):
     """Retries, deadlines and clean-up, mapped onto the operator's own fields."""
 
     backoff_limit: int = Field(0, ge=0, le=100, description="Retries before the job is Failed.")
-    active_deadline_seconds: int | None = Field(None, ge=1, description="Kill the job after this long (null: never).")
+    active_deadline_seconds: int | None = Field(None, ge=1, le=2_147_483_647, description="Kill the job after this long (null: never).")
     ttl_seconds_after_finished: int | None = Field(
-        None, ge=0, description="Delete the finished job after this long (null: keep; omitted in GitOps output)."
+        None, ge=0, le=2_147_483_647, description="Delete the finished job after this long (null: keep; omitted in GitOps output)."
     )
     clean_pod_policy: Literal["None", "Running", "All"] = Field(
         "None", description="PyTorchJob: which pods to delete when the job finishes (None keeps logs readable)."
@@ -344,9 +354,14 @@ class ExperimentSpec(_Model):
     security: SecuritySpec = SecuritySpec()
 
     def config_hash(self) -> str:
-        """Short content hash of the whole spec: a changed config is a new run (and job name)."""
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()[:HASH_LEN]
+        """Short content hash of the whole spec: a changed config is a new run (and job name).
+
+        The canonical text is Go's `encoding/json` form (`launcher.canonical`) so that the Helm chart
+        computes the same hash with `toJson | sha256sum` (charts/grpo-exp3, tests/test_chart_parity.py).
+        """
+        from launcher import canonical
+
+        return hashlib.sha256(canonical.dumps(self.model_dump(mode="json")).encode()).hexdigest()[:HASH_LEN]
 
     @property
     def job_name(self) -> str:
@@ -371,7 +386,10 @@ class Problem:
     got: Any
 
     def __str__(self) -> str:
-        return f"{self.field}: expected {self.expected}, got {_show(self.got)}"
+        # A field path built from a user's mapping key may hold control characters: escape them so
+        # the message stays one line.
+        field = self.field if self.field.isprintable() else self.field.encode("unicode_escape").decode()
+        return f"{field}: expected {self.expected}, got {_show(self.got)}"
 
 
 def _show(value: Any) -> str:
@@ -388,7 +406,9 @@ def problems_from_pydantic(exc: ValidationError) -> list[Problem]:
     """Translate pydantic's errors into `Problem`s with dotted field paths."""
     out = []
     for err in exc.errors(include_url=False):
-        field = ".".join(str(part) for part in err["loc"]) or "<root>"
+        loc = [str(part) for part in err["loc"]]
+        # pydantic marks a bad mapping key with a trailing "[key]" location element
+        field = ".".join(loc[:-1]) + " (key)" if loc and loc[-1] == "[key]" else ".".join(loc) or "<root>"
         kind = err["type"]
         if kind == "extra_forbidden":
             expected = "a known key (this one does not exist; misspelled? see `launcher schema`)"

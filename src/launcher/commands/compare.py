@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-HELP = "Compare runs: headline figures, config differences and overlaid plots"
+HELP = "compare runs: headline figures, config differences and overlaid plots"
 DESCRIPTION = (
     "Compare two or more run directories: a table of headline figures over each run's steady window "
     "(all but the first --warmup-steps), the config fields that differ, and overlaid per-step plots. "
@@ -16,8 +16,13 @@ DESCRIPTION = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of the `compare` verb."""
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="two or more run directories (or job names)")
-    parser.add_argument("--warmup-steps", type=int, default=1, metavar="K",
-                        help="training steps left out of each steady window (default 1)")
+    parser.add_argument(
+        "--warmup-steps",
+        type=int,
+        default=1,
+        metavar="K",
+        help="training steps left out of each steady window (default 1)",
+    )
     parser.add_argument("--json", action="store_true", help="print compare.json to stdout instead of a table")
     parser.add_argument("-o", "--output-dir", metavar="DIR", help="where to write the comparison")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")

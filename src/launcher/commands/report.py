@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "Write report.md, report.json and plots for a run from its metrics.jsonl"
+HELP = "write report.md, report.json and plots for a run from its metrics.jsonl"
 DESCRIPTION = (
     "Summarise a run directory's metrics.jsonl: per-metric statistics over all training steps and over "
     "the steady window (all but the first --warmup-steps), total and per-GPU throughput, the correlation "
@@ -15,9 +15,16 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of the `report` verb."""
-    parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory holding metrics.jsonl (or a job name under runs/)")
-    parser.add_argument("--warmup-steps", type=int, default=1, metavar="K",
-                        help="training steps left out of the steady window (default 1)")
+    parser.add_argument(
+        "run_dir", metavar="RUN_DIR", help="run directory holding metrics.jsonl (or a job name under runs/)"
+    )
+    parser.add_argument(
+        "--warmup-steps",
+        type=int,
+        default=1,
+        metavar="K",
+        help="training steps left out of the steady window (default 1)",
+    )
     parser.add_argument("--json", action="store_true", help="print report.json to stdout instead of a summary")
     parser.add_argument("-o", "--output-dir", metavar="DIR", help="where to write the report (default RUN_DIR)")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")

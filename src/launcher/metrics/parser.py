@@ -6,11 +6,13 @@ three prefixes, and tqdm's progress bar may share the physical line through carr
 
 Grammar (one *fragment* = the text between two of `\\n`, `\\r`, `\\r\\n`; see `LineSplitter`)::
 
-    fragment   := [timestamp] [ansi* ray_prefix ansi*] metric_line
-    timestamp  := RFC3339 "Z" " " [("stdout" | "stderr") " " ("F" | "P") " "]
-                  # kubectl logs --timestamps, or a raw CRI log file line
-    ansi       := ESC "[" [0-9;]* "m"                     # Ray colours the prefix even without a TTY
-    ray_prefix := "(" [actor " "] "pid=" digits [", ip=" not-")"*] ")" " "
+    fragment   := [timestamp] [ansi* [ray_prefix] ansi* [" "]] metric_line
+    timestamp  := date "T" time ("Z" | ("+"|"-") hh ":" mm) " " [("stdout" | "stderr") " " ("F" | "P") " "]
+                  # kubectl logs --timestamps, or a raw CRI log-file line (a CRI "P" partial line is
+                  # not joined to its continuation: kubelet splits only lines over 16 KiB)
+    ansi       := ESC "[" [0-9;]* "m"                     # Ray colours the prefix even without a TTY;
+                                                          # only leading codes are removed
+    ray_prefix := "(" [actor " "] "pid=" digits [", ip=" not-")"*] ")"
                   # actor: TaskRunnerV1 (v1 trainer), TaskRunner (legacy) or any other word
     metric_line:= "step:" digits (" - " item)*
     item       := key ":" value                           # split on the LAST ":" of the item
@@ -49,8 +51,12 @@ _SEP = " - "
 
 # Optional prefixes, applied only when the fragment does not already start with "step:".
 _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]\d\d:\d\d) (?:(?:stdout|stderr) [FP] )?")
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_RAY_PREFIX = re.compile(r"\((?:[\w.:-]+ )?pid=\d+(?:, ip=[^)]*)?\) ?")
+# Leading colour codes, Ray's "(Actor pid=N[, ip=X])" and the reset code after it. Only the start
+# of the line is examined: verl never colours the metric text itself, and scanning a 3 KB line for
+# escapes would cost more than the rest of the parse.
+_RAY_PREFIX = re.compile(
+    r"(?:\x1b\[[0-9;]*m)*(?:\((?:[\w.:-]+ )?pid=\d+(?:, ip=[^)]*)?\))?(?:\x1b\[[0-9;]*m)* ?"
+)
 _NP_WRAPPED = re.compile(
     r"np\.(?:float(?:16|32|64|128)?|longdouble|u?int(?:8|16|32|64)?|longlong|intc|intp)"
     r"\('?([^()']*)'?\)"
@@ -90,6 +96,7 @@ class ParseCounters:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+_SLOW_CACHE: dict[str, int | float | bool] = {}  # value text -> value, for non-fast-path texts
 _MALFORMED = object()  # sentinel from _parse: looked like a metric line but was not one
 
 
@@ -118,12 +125,8 @@ def _strip_prefixes(line: str) -> str:
             line = line[m.end() :]
             if line.startswith(_STEP):
                 return line
-    if "\x1b" in line:
-        line = _ANSI.sub("", line)
-    if line[:1] == "(":
-        m = _RAY_PREFIX.match(line)
-        if m:
-            line = line[m.end() :]
+    if line[:1] in "(\x1b":
+        line = line[_RAY_PREFIX.match(line).end() :]  # the pattern also matches "", never None
     return line
 
 
@@ -146,13 +149,18 @@ def _parse(line: str):
                 return _MALFORMED
             # Fast path for the common plain float ("0.625"); parse_value handles the rest. The
             # guards keep float()'s extra leniency ("1_0.5", " 1.5", "126.") out of the fast path.
-            if "." in text and text[-1:].isdigit() and text[:1] != "n" and "_" not in text and " " not in text:
+            if "." in text and text[-1:].isdigit() and "_" not in text and " " not in text:
                 try:
                     value = float(text)
                 except ValueError:
                     return _MALFORMED
             else:
-                value = parse_value(text)
+                # np.int32(2), 3712, 1e-06, nan: few distinct texts per run, so memoise (bounded)
+                value = _SLOW_CACHE.get(text)
+                if value is None:
+                    value = parse_value(text)
+                    if value is not None and len(_SLOW_CACHE) < 4096:
+                        _SLOW_CACHE[text] = value
             if value is None:
                 return _MALFORMED
             metrics[key] = value
@@ -246,8 +254,9 @@ class LineSplitter:
             if not p:
                 continue
             c.lines += 1
-            # len() of str counts characters; a str this long may exceed the byte cap: fine to drop
-            if len(p) > limit:
+            # The cap is in bytes; a str has 1 to 4 bytes per character, so encode only near the cap
+            # (keeps counts independent of how the stream was chunked).
+            if len(p) > limit or (decoded and len(p) * 4 > limit and len(p.encode()) > limit):
                 c.truncated += 1
                 continue
             if not decoded:

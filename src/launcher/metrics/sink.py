@@ -114,6 +114,7 @@ class MetricsSink:
         self._attempts: list[Attempt] = []
         self._relogged: list[dict] = []
         self._counters = ParseCounters()
+        self._counter_sources: dict[str, ParseCounters] = {}
         self._stats = {"rows_written": 0, "duplicates": 0, "stale": 0, "torn_lines_recovered": 0, "corrupt_rows": 0}
         self._last_derived = 0.0
         self._dirty = False
@@ -174,9 +175,20 @@ class MetricsSink:
         self._maybe_write_derived()
         return written
 
-    def add_counters(self, counters: ParseCounters) -> None:
-        """Add a parser's counters (lines seen, skipped, ...) to the totals kept in meta."""
-        self._counters.add(counters)
+    def add_counters(self, counters: ParseCounters, source: str | None = None) -> None:
+        """Report a parser's counters (lines seen, skipped, ...) for the totals kept in meta.
+
+        Without `source` they are added once (call it when that parser is done). With `source`
+        (e.g. `f"{pod}/{attempt}"`) the latest snapshot per source is kept, so a follower may call
+        this after every delivery with the same, growing `LogParser.counters` without double counting.
+        Totals accumulate across sessions on the same run dir (meta is reloaded on open).
+        """
+        if source is None:
+            self._counters.add(counters)
+        else:
+            snap = ParseCounters()
+            snap.add(counters)
+            self._counter_sources[source] = snap
         self._dirty = True
 
     @property
@@ -186,7 +198,12 @@ class MetricsSink:
 
     @property
     def counters(self) -> ParseCounters:
-        return self._counters
+        """Parser totals: loaded from meta, plus everything reported with `add_counters`."""
+        total = ParseCounters()
+        total.add(self._counters)
+        for c in self._counter_sources.values():
+            total.add(c)
+        return total
 
     def write_derived(self) -> None:
         """Regenerate `metrics.csv` and `metrics.meta.json` now."""
@@ -235,7 +252,7 @@ class MetricsSink:
         self._fd = None
 
         def write(out):
-            with open(self.jsonl_path, encoding="utf-8") as src:
+            with open(self.jsonl_path, encoding="utf-8", errors="replace") as src:
                 for raw in src:
                     step = _step_of(raw)
                     out.write((replaced[step] + "\n") if step in replaced else raw)
@@ -255,7 +272,7 @@ class MetricsSink:
             w.writerow(cols)
             if not self.jsonl_path.exists():
                 return
-            with open(self.jsonl_path, encoding="utf-8") as src:
+            with open(self.jsonl_path, encoding="utf-8", errors="replace") as src:
                 for raw in src:
                     try:
                         row = json.loads(raw)
@@ -273,7 +290,7 @@ class MetricsSink:
             "nan_policy": "NaN/inf/-inf are null in metrics.jsonl; exact values in 'nonfinite'; "
             "metrics.csv writes nan/inf/-inf",
             "steps": len(self._index),
-            "parser": self._counters.as_dict(),
+            "parser": self.counters.as_dict(),
             "sink": dict(self._stats),
             "attempts": list(self._attempts),
             "step_attempt": {str(s): a for s, (a, _) in self._index.items()},

@@ -80,8 +80,16 @@ def analyze(run: Run, warmup_steps: int = 1) -> dict:
             f"--warmup-steps {warmup_steps} >= the {len(training)} training step(s): the steady window is empty; "
             "steady figures are null"
         )
-    for required in (stats.SCORE_KEY, stats.CLIP_KEY, stats.STEP_TIME_KEY, stats.TOKENS_KEY,
-                     stats.THROUGHPUT_PER_GPU_KEY, diagnose.GRAD_NORM_KEY, diagnose.ENTROPY_KEY, "actor/pg_loss"):
+    for required in (
+        stats.SCORE_KEY,
+        stats.CLIP_KEY,
+        stats.STEP_TIME_KEY,
+        stats.TOKENS_KEY,
+        stats.THROUGHPUT_PER_GPU_KEY,
+        diagnose.GRAD_NORM_KEY,
+        diagnose.ENTROPY_KEY,
+        "actor/pg_loss",
+    ):
         if training and required not in keys:
             notes.append(f"{required} is absent from every training step: figures that need it are null")
 
@@ -100,13 +108,16 @@ def analyze(run: Run, warmup_steps: int = 1) -> dict:
     tp_note = None
     if gpus_implied is None:
         tp_note = (
-            f"GPU count not implied: needs {stats.TOKENS_KEY}, {stats.STEP_TIME_KEY} and {stats.THROUGHPUT_PER_GPU_KEY} on a step"
+            f"GPU count not implied: needs {stats.TOKENS_KEY}, {stats.STEP_TIME_KEY} "
+            f"and {stats.THROUGHPUT_PER_GPU_KEY} on a step"
         )
     elif gpus_expected is not None and abs(gpus_implied - gpus_expected) > 0.05 * gpus_expected:
         tp_note = f"implied GPU count {gpus_implied:.2f} differs from the spec's {gpus_expected}"
     doc["throughput"] = {
         "per_gpu_key": stats.THROUGHPUT_PER_GPU_KEY,
-        "per_gpu_definition": "perf/total_num_tokens / (timing_s/step * n_gpus): prompt+response tokens/s per GPU (verl)",
+        "per_gpu_definition": (
+            "perf/total_num_tokens / (timing_s/step * n_gpus): prompt+response tokens/s per GPU (verl)"
+        ),
         "total_definition": "perf/total_num_tokens / timing_s/step: prompt+response tokens/s for the whole job",
         "gpus_implied": gpus_implied,
         "gpus_expected": gpus_expected,

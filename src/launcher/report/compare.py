@@ -63,31 +63,41 @@ def compare_runs(runs: Sequence[Run], warmup_steps: int = 1) -> dict:
         score = column(run.training_rows, SCORE_KEY)
         score = score[np.isfinite(score)][-LAST_N:]
         headline[f"{SCORE_KEY}@last{LAST_N}"] = {
-            "mean": float(score.mean()) if score.size else None, "std": None, "n": int(score.size)}
+            "mean": float(score.mean()) if score.size else None,
+            "std": None,
+            "n": int(score.size),
+        }
         times = column(run.training_rows, STEP_TIME_KEY)
         times = times[np.isfinite(times)]
         headline["timing_s/step@sum_all"] = {
-            "mean": float(times.sum()) if times.size else None, "std": None, "n": int(times.size)}
+            "mean": float(times.sum()) if times.size else None,
+            "std": None,
+            "n": int(times.size),
+        }
         p = doc["pearson"]["steady"][PEARSON_PAIR]
-        out_runs.append({
-            "name": name,
-            "path": str(run.path),
-            "training_steps": doc["training_steps"],
-            "zero_signal_steps": doc["zero_signal_steps"],
-            "zero_signal_fraction": doc["zero_signal_fraction"],
-            "pearson_steady": p,
-            "recommendations": [r["id"] for r in doc["recommendations"]],
-            "headline": headline,
-        })
+        out_runs.append(
+            {
+                "name": name,
+                "path": str(run.path),
+                "training_steps": doc["training_steps"],
+                "zero_signal_steps": doc["zero_signal_steps"],
+                "zero_signal_fraction": doc["zero_signal_fraction"],
+                "pearson_steady": p,
+                "recommendations": [r["id"] for r in doc["recommendations"]],
+                "headline": headline,
+            }
+        )
         if run.spec is None:
             notes.append(f"{name}: no spec.yaml, left out of the config comparison")
         notes.extend(f"{name}: {n}" for n in doc["notes"])
-    return _jsonable({
-        "warmup_steps": warmup_steps,
-        "runs": out_runs,
-        "config_diff": config_diff([r.spec for r in runs]),
-        "notes": notes,
-    })
+    return _jsonable(
+        {
+            "warmup_steps": warmup_steps,
+            "runs": out_runs,
+            "config_diff": config_diff([r.spec for r in runs]),
+            "notes": notes,
+        }
+    )
 
 
 ROWS: list[tuple[str, str]] = [
@@ -103,8 +113,10 @@ def render_markdown(doc: dict, plots: dict[str, str]) -> str:
     names = [r["name"] for r in runs]
     two = len(runs) == 2
     out: list[str] = [f"# GRPO run comparison: {' vs '.join(names)}\n"]
-    out.append(f"Steady window = all but the first {doc['warmup_steps']} training step(s) of each run; "
-               "figures are steady-window means ± sample std unless the row says otherwise.\n")
+    out.append(
+        f"Steady window = all but the first {doc['warmup_steps']} training step(s) of each run; "
+        "figures are steady-window means ± sample std unless the row says otherwise.\n"
+    )
     out.append("## Headline figures\n")
     head = "| figure | " + " | ".join(names) + (" | B − A | B / A |" if two else " |")
     out.append(head)
@@ -121,14 +133,22 @@ def render_markdown(doc: dict, plots: dict[str, str]) -> str:
         if two:
             a, b = (r["headline"].get(key, {}).get("mean") for r in runs)
             row += f" | {num(b - a) if a is not None and b is not None else 'n/a'}"
-            row += f" | {num(b / a) if a not in (None, 0) and b is not None else 'n/a'}"
+            # a ratio of signed figures (pg loss) or of a zero baseline means nothing
+            row += f" | {num(b / a) if a is not None and b is not None and a > 0 and b >= 0 else 'n/a'}"
         out.append(row + " |")
     extra = [
         ("training steps", lambda r: str(r["training_steps"])),
-        ("zero-signal steps", lambda r: f"{len(r['zero_signal_steps'])}"
-         + (f" ({r['zero_signal_fraction']:.0%})" if r["zero_signal_fraction"] is not None else " (n/a)")),
-        ("r(score, clip ratio), steady", lambda r: f"{num(r['pearson_steady'].get('r'))} "
-         f"(n={r['pearson_steady'].get('n', 0)})"),
+        (
+            "zero-signal steps",
+            lambda r: (
+                f"{len(r['zero_signal_steps'])}"
+                + (f" ({r['zero_signal_fraction']:.0%})" if r["zero_signal_fraction"] is not None else " (n/a)")
+            ),
+        ),
+        (
+            "r(score, clip ratio), steady",
+            lambda r: f"{num(r['pearson_steady'].get('r'))} (n={r['pearson_steady'].get('n', 0)})",
+        ),
         ("recommendations", lambda r: ", ".join(f"`{i}`" for i in r["recommendations"]) or "none"),
     ]
     for label, fn in extra:
@@ -157,7 +177,9 @@ def render_markdown(doc: dict, plots: dict[str, str]) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def write_compare(runs: Sequence[Run], out_dir: Path, warmup_steps: int = 1, plots: bool = True) -> tuple[dict, dict[str, Path]]:
+def write_compare(
+    runs: Sequence[Run], out_dir: Path, warmup_steps: int = 1, plots: bool = True
+) -> tuple[dict, dict[str, Path]]:
     """Write `compare.json`, `compare.md` and the overlaid PNGs into `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
     doc = compare_runs(runs, warmup_steps)

@@ -82,6 +82,8 @@ def recommend(
     """Recommendations (ordered by severity, then id) and notes on checks that could not run."""
     recs: list[dict] = []
     notes: list[str] = []
+    if not training_rows:
+        return recs, ["recommendations skipped: no training steps"]
 
     # raise_max_response_length -------------------------------------------------------------
     clip = _finite(column(steady_rows, CLIP_KEY))
@@ -98,7 +100,8 @@ def recommend(
             source = f"largest {RESPONSE_MAX_KEY}"
         proposed = int(current) * 2 if current else None
         evidence = (
-            f"steady mean {CLIP_KEY} = {clip_mean:.3f} over {clip.size} step(s) (threshold {CLIP_RATIO_THRESHOLD:.2f}): "
+            f"steady mean {CLIP_KEY} = {clip_mean:.3f} over {clip.size} step(s) "
+            f"(threshold {CLIP_RATIO_THRESHOLD:.2f}): "
             f"{clip_mean:.0%} of responses hit the length limit"
             + (f" of {int(current)} tokens ({source})" if current else " (limit unknown)")
         )
@@ -118,10 +121,12 @@ def recommend(
     if zero_steps:
         n = spec_get(spec, "rollout.n")
         n_known = isinstance(n, int) and not isinstance(n, bool)
-        frac = len(zero_steps) / max(len(training_rows), 1)
+        # over the steps that logged a grad norm, as zero_signal_fraction is
+        known = sum(1 for r in training_rows if math.isfinite(r.get(GRAD_NORM_KEY, math.nan)))
+        frac = len(zero_steps) / max(known, 1)
         small = n_known and n <= ROLLOUT_N_SMALL
         evidence = (
-            f"{len(zero_steps)} of {len(training_rows)} training step(s) ({frac:.0%}) had {GRAD_NORM_KEY} = 0 "
+            f"{len(zero_steps)} of {known} training step(s) ({frac:.0%}) had {GRAD_NORM_KEY} = 0 "
             f"(steps {', '.join(map(str, zero_steps[:20]))}{' ...' if len(zero_steps) > 20 else ''}); "
             + (f"rollout.n = {n}" if n_known else "rollout.n unknown (no spec.yaml)")
         )

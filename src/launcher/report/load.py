@@ -18,6 +18,7 @@ from launcher.errors import BadInput
 
 METRICS_FILE = "metrics.jsonl"
 SPEC_FILE = "spec.yaml"
+META_FILE = "metrics.meta.json"
 
 # verl's validation metrics live under these prefixes (`val-core/...`, `val-aux/...`); `timing_s/testing`
 # is the validation timer. A row carrying only these is a validation row, not a training step.
@@ -73,7 +74,8 @@ def resolve_run_dir(arg: str | os.PathLike[str]) -> Path:
     candidate = runs_dir / str(arg)
     if not path.is_absolute() and candidate.is_dir():
         return candidate
-    raise BadInput(f"run directory {str(arg)!r} does not exist (looked in . and {runs_dir}/)")
+    where = "" if path.is_absolute() else f" (nor {candidate})"
+    raise BadInput(f"run directory {str(arg)!r} does not exist{where}")
 
 
 def _to_float(value: Any) -> float | None:
@@ -136,7 +138,8 @@ def parse_metrics(lines: list[str], source: str = METRICS_FILE) -> tuple[list[di
         notes.append(f"{source}: ignored non-numeric value(s) for: {', '.join(sorted(dropped_keys))}")
     if overwritten:
         notes.append(
-            f"{source}: step(s) {', '.join(map(str, sorted(overwritten)))} were logged more than once; the later value was kept"
+            f"{source}: step(s) {', '.join(map(str, sorted(overwritten)))} were logged more than once; "
+            "the later value was kept"
         )
     rows = [by_step[s] for s in sorted(by_step)]
     for r in rows:
@@ -163,6 +166,32 @@ def load_spec(path: Path) -> tuple[dict[str, Any] | None, list[str]]:
     return data, []
 
 
+def nonfinite_note(path: Path) -> list[str]:
+    """A note on the values the metrics sink stored as null because they were NaN or ±inf.
+
+    `metrics.meta.json` keeps them under `nonfinite` (`{"<step>": {"<key>": "nan"|"inf"|"-inf"}}`);
+    an infinite grad norm, for one, is worth saying out loud rather than silently dropping.
+    """
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        cells = [
+            (int(step), key, str(v)) for step, kv in (meta.get("nonfinite") or {}).items() for key, v in kv.items()
+        ]
+    except (OSError, ValueError, AttributeError, TypeError):
+        return []
+    if not cells:
+        return []
+    infs = [c for c in sorted(cells) if c[2] != "nan"]
+    text = (
+        f"{META_FILE}: {len(cells)} logged value(s) were NaN or infinite "
+        f"(null in {METRICS_FILE}, left out of the statistics)"
+    )
+    if infs:
+        shown = ", ".join(f"step {s} {k} = {v}" for s, k, v in infs[:5]) + (" ..." if len(infs) > 5 else "")
+        text += f"; infinite: {shown}"
+    return [text]
+
+
 def load_run(run_dir: str | os.PathLike[str]) -> Run:
     """Load `RUN_DIR/metrics.jsonl` (required) and `RUN_DIR/spec.yaml` (optional).
 
@@ -179,7 +208,9 @@ def load_run(run_dir: str | os.PathLike[str]) -> Run:
         raise BadInput(f"{metrics} could not be read: {exc}") from exc
     rows, notes = parse_metrics(text.splitlines(), source=METRICS_FILE)
     if not rows:
-        raise BadInput(f"{metrics} holds no readable metric row")
+        why = f" ({notes[0].split(': ', 1)[1]})" if notes else " (the file is empty)"
+        raise BadInput(f"{metrics} holds no readable metric row{why}")
+    notes += nonfinite_note(path / META_FILE)
     spec, spec_notes = load_spec(path / SPEC_FILE)
     name = path.resolve().name
     if spec and isinstance(spec.get("name"), str) and spec["name"]:

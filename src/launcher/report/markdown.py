@@ -23,8 +23,7 @@ DEFINITIONS: dict[str, str] = {
     "actor/grad_norm": "Gradient norm returned by gradient clipping (grad_clip = 1.0). Exactly 0 means every "
     "advantage was 0: a zero-signal step.",
     "response_length/mean": "Mean response length in tokens.",
-    "response_length/clip_ratio": "Fraction of samples whose response length equals max_response_length "
-    "(truncated).",
+    "response_length/clip_ratio": "Fraction of samples whose response length equals max_response_length (truncated).",
     "timing_s/step": "Wall seconds from generation through weight sync, including checkpoint saving; excludes "
     "validation.",
     "perf/throughput": "verl's figure: perf/total_num_tokens / (timing_s/step x n_gpus) = prompt+response "
@@ -48,10 +47,21 @@ HEADLINE: list[tuple[str, str]] = [
 ]
 
 CONFIG_FIELDS = [
-    "name", "backend", "model.path", "data.train_batch_size", "data.max_prompt_length", "data.max_response_length",
-    "rollout.n", "rollout.temperature", "actor.lr", "actor.ppo_mini_batch_size",
-    "actor.ppo_micro_batch_size_per_gpu", "algorithm.entropy_coeff", "trainer.total_training_steps",
-    "resources.nodes", "resources.gpus_per_node",
+    "name",
+    "backend",
+    "model.path",
+    "data.train_batch_size",
+    "data.max_prompt_length",
+    "data.max_response_length",
+    "rollout.n",
+    "rollout.temperature",
+    "actor.lr",
+    "actor.ppo_mini_batch_size",
+    "actor.ppo_micro_batch_size_per_gpu",
+    "algorithm.entropy_coeff",
+    "trainer.total_training_steps",
+    "resources.nodes",
+    "resources.gpus_per_node",
 ]
 
 
@@ -116,27 +126,35 @@ def render(doc: Mapping, plots: Mapping[str, str], sections: Sequence[Any] = ())
         shown = [f for f in CONFIG_FIELDS if f in flat]
         add("| field | value |\n|---|---|")
         for f in shown:
-            add(f"| `{f}` | `{_code(flat[f])}` |")
+            add(f"| `{f}` | `{flat[f]}` |")
         add("")
         rest = [k for k in flat if k not in shown]
         if rest:
             add("<details><summary>Full resolved config (spec.yaml)</summary>\n")
             add("| field | value |\n|---|---|")
             for k in rest:
-                add(f"| `{k}` | `{_code(flat[k])}` |")
+                add(f"| `{k}` | `{flat[k]}` |")
             add("\n</details>\n")
     else:
-        add("No `spec.yaml` in the run directory: the config is unknown, and recommendations that need a "
-            "current value propose `null`.\n")
+        add(
+            "No `spec.yaml` in the run directory: the config is unknown, and recommendations that need a "
+            "current value propose `null`.\n"
+        )
 
     # Windows and definitions --------------------------------------------------------------
     add("## Windows and definitions\n")
-    add(f"- **all**: every training step, {_window_line(doc, 'all')}. A training step is a `metrics.jsonl` row "
-        "carrying training metrics; verl's step-0 validation row (only `val-*` keys) is not one.")
-    add(f"- **steady**: all but the first {doc['warmup_steps']} training step(s), {_window_line(doc, 'steady')}. "
-        "Warm-up (model loading, engine initialisation, compilation) inflates the first step's time.")
-    add("- Statistics per window use finite values only (JSON `null`/NaN and missing keys are left out); "
-        "`n` counts the values used; `std` is the sample standard deviation (ddof = 1), n/a when n < 2.\n")
+    add(
+        f"- **all**: every training step, {_window_line(doc, 'all')}. A training step is a `metrics.jsonl` row "
+        "carrying training metrics; verl's step-0 validation row (only `val-*` keys) is not one."
+    )
+    add(
+        f"- **steady**: all but the first {doc['warmup_steps']} training step(s), {_window_line(doc, 'steady')}. "
+        "Warm-up (model loading, engine initialisation, compilation) inflates the first step's time."
+    )
+    add(
+        "- Statistics per window use finite values only (JSON `null`/NaN and missing keys are left out); "
+        "`n` counts the values used; `std` is the sample standard deviation (ddof = 1), n/a when n < 2.\n"
+    )
     add("| figure | definition |\n|---|---|")
     for key, text in DEFINITIONS.items():
         add(f"| `{key}` | {text} |")
@@ -156,11 +174,17 @@ def render(doc: Mapping, plots: Mapping[str, str], sections: Sequence[Any] = ())
     add("## Throughput\n")
     per, tot = stat_of(steady, "perf/throughput"), stat_of(steady, "throughput_total")
     add(f"- **Per GPU** (`perf/throughput`, verl's own figure): steady mean {num(per.get('mean'))} tokens/s/GPU.")
-    add(f"- **Total** (`perf/total_num_tokens / timing_s/step`, whole job): steady mean {num(tot.get('mean'))} tokens/s.")
+    add(
+        "- **Total** (`perf/total_num_tokens / timing_s/step`, whole job): "
+        f"steady mean {num(tot.get('mean'))} tokens/s."
+    )
     implied, expected = tp.get("gpus_implied"), tp.get("gpus_expected")
     line = f"- GPU count implied by total / per-GPU: {num(implied)}"
-    line += f"; expected from the spec (nodes × GPUs per node): {expected}." if expected is not None else \
-        "; the spec's GPU count is unknown."
+    line += (
+        f"; expected from the spec (nodes × GPUs per node): {expected}."
+        if expected is not None
+        else "; the spec's GPU count is unknown."
+    )
     add(line)
     if tp.get("note"):
         add(f"- Note: {tp['note']}.")
@@ -168,12 +192,14 @@ def render(doc: Mapping, plots: Mapping[str, str], sections: Sequence[Any] = ())
 
     # Correlation --------------------------------------------------------------------------
     add("## Does reward move with truncation?\n")
-    add("Pearson r of `critic/score/mean` with `response_length/clip_ratio` over steps where both are finite; "
+    add(
+        "Pearson r of `critic/score/mean` with `response_length/clip_ratio` over steps where both are finite; "
         "95% interval from 2000 paired bootstrap resamples (seed 0). A negative r means steps that truncated "
-        "more responses scored lower.\n")
+        "more responses scored lower.\n"
+    )
     add("| window | r | n | 95% CI | note |\n|---|---|---|---|---|")
     for name in ("all", "steady"):
-        for pair, p in (doc.get("pearson", {}).get(name) or {}).items():
+        for p in (doc.get("pearson", {}).get(name) or {}).values():
             ci = p.get("ci95")
             ci_s = f"[{num(ci[0])}, {num(ci[1])}]" if ci else "n/a"
             add(f"| {name} | {num(p.get('r'))} | {p.get('n', 0)} | {ci_s} | {p.get('note') or ''} |")
@@ -182,14 +208,18 @@ def render(doc: Mapping, plots: Mapping[str, str], sections: Sequence[Any] = ())
     # Zero-signal --------------------------------------------------------------------------
     add("## Zero-signal steps\n")
     zs, frac = doc.get("zero_signal_steps") or [], doc.get("zero_signal_fraction")
-    add("A step whose `actor/grad_norm` is exactly 0 taught nothing: every group's rollouts got the same reward, "
+    add(
+        "A step whose `actor/grad_norm` is exactly 0 taught nothing: every group's rollouts got the same reward, "
         "so every GRPO advantage (score − group mean) was 0. A near-zero `pg_loss` alone is not this: "
-        "positive and negative advantages can cancel in the loss and still give a gradient.\n")
+        "positive and negative advantages can cancel in the loss and still give a gradient.\n"
+    )
     if frac is None:
         add("Not computed: no training step logged `actor/grad_norm`.\n")
     elif zs:
-        add(f"**{len(zs)} zero-signal step(s)** ({frac:.1%} of the steps that logged a grad norm): "
-            f"{', '.join(map(str, zs))}.\n")
+        add(
+            f"**{len(zs)} zero-signal step(s)** ({frac:.1%} of the steps that logged a grad norm): "
+            f"{', '.join(map(str, zs))}.\n"
+        )
     else:
         add("None: every step that logged a grad norm had a non-zero one.\n")
 

@@ -28,7 +28,7 @@ from launcher.report.stats import (  # noqa: E402
 
 DPI = 110
 SIZE = (8.0, 4.2)
-BLUE, ORANGE, GREEN, RED, GREY = "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#7f7f7f"
+BLUE, ORANGE, GREEN, RED, GREY, PURPLE = "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#7f7f7f", "#9467bd"
 
 
 def _finite_any(values: np.ndarray) -> bool:
@@ -48,13 +48,29 @@ def _shade_warmup(ax, steps: np.ndarray, warmup: int) -> None:
     if warmup <= 0 or steps.size == 0:
         return
     last = steps[min(warmup, steps.size) - 1]
-    ax.axvspan(steps[0] - 0.5, last + 0.5, color=GREY, alpha=0.15, lw=0, label=f"warm-up (first {warmup})")
+    label = f"warm-up ({warmup} step{'s' if warmup != 1 else ''})"
+    ax.axvspan(steps[0] - 0.5, last + 0.5, color=GREY, alpha=0.15, lw=0, label=label)
 
 
 def _line(ax, steps, values, label, color, marker="o"):
     # Few points: show markers so single steps and NaN-isolated points stay visible.
     ms = 4 if steps.size <= 60 else 0
     ax.plot(steps, values, marker=marker, ms=ms, lw=1.5, color=color, label=label)
+
+
+def _legend_above(ax) -> None:
+    """Legend in a row above the axes: a min-max band fills the plot, so no inside spot is free."""
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(
+        handles,
+        labels,
+        loc="lower left",
+        bbox_to_anchor=(0, 1.01, 1, 0.1),
+        ncol=min(len(labels), 4),
+        fontsize=8,
+        frameon=False,
+        mode="expand",
+    )
 
 
 def _save(fig, path: Path) -> Path:
@@ -103,31 +119,63 @@ def write_run_plots(run: Run, doc: dict, out_dir: Path) -> tuple[dict[str, Path]
     # Score, with a rolling mean for the trend (single steps are noisy: 8 prompts x n samples)
     # and validation accuracy points when the run logged any.
     if has(SCORE_KEY):
+
         def score_extra(ax, values):
             if values.size >= 8:
                 ax.plot(steps, _rolling(values, 5), color=ORANGE, lw=2, alpha=0.8, label="rolling mean (5 steps)")
             for key, pts in (doc.get("validation") or {}).items():
                 if key.startswith("val-core/") and pts:
-                    ax.plot([p["step"] for p in pts], [p["value"] for p in pts], "*", ms=11, color=GREEN,
-                            label=f"{key} (validation)")
+                    ax.plot(
+                        [p["step"] for p in pts],
+                        [p["value"] for p in pts],
+                        "*",
+                        ms=11,
+                        color=GREEN,
+                        label=f"{key} (validation)",
+                    )
             if np.nanmin(values) >= 0 and np.nanmax(values) <= 1:  # a 0/1 reward: show the full range
                 ax.set_ylim(-0.05, 1.05)
 
-        written["score"] = _single(rows, steps, SCORE_KEY, f"{title}: training reward (score) per step",
-                                   "mean score", BLUE, warmup, out_dir / "score.png", score_extra)
+        written["score"] = _single(
+            rows,
+            steps,
+            SCORE_KEY,
+            f"{title}: training reward (score) per step",
+            "mean score",
+            BLUE,
+            warmup,
+            out_dir / "score.png",
+            score_extra,
+        )
     else:
         skipped.append(f"score.png skipped: no {SCORE_KEY}")
 
     if has("actor/entropy"):
-        written["entropy"] = _single(rows, steps, "actor/entropy", f"{title}: policy entropy over response tokens",
-                                     "entropy (nats/token)", GREEN, warmup, out_dir / "entropy.png")
+        written["entropy"] = _single(
+            rows,
+            steps,
+            "actor/entropy",
+            f"{title}: policy entropy over response tokens",
+            "entropy (nats/token)",
+            GREEN,
+            warmup,
+            out_dir / "entropy.png",
+        )
     else:
         skipped.append("entropy.png skipped: no actor/entropy")
 
     if has("actor/pg_loss"):
-        written["pg_loss"] = _single(rows, steps, "actor/pg_loss", f"{title}: policy-gradient loss",
-                                     "pg loss", ORANGE, warmup, out_dir / "pg_loss.png",
-                                     lambda ax, v: ax.axhline(0, color=GREY, lw=0.8))
+        written["pg_loss"] = _single(
+            rows,
+            steps,
+            "actor/pg_loss",
+            f"{title}: policy-gradient loss",
+            "pg loss",
+            ORANGE,
+            warmup,
+            out_dir / "pg_loss.png",
+            lambda ax, v: ax.axhline(0, color=GREY, lw=0.8),
+        )
     else:
         skipped.append("pg_loss.png skipped: no actor/pg_loss")
 
@@ -140,8 +188,17 @@ def write_run_plots(run: Run, doc: dict, out_dir: Path) -> tuple[dict[str, Path]
                 ax.plot(zs, [0.0] * len(zs), "X", ms=9, color=RED, label=f"zero-signal step ({len(zs)})")
             ax.set_ylim(bottom=min(0.0, np.nanmin(values)) - 0.02 * (np.nanmax(values) or 1))
 
-        written["grad_norm"] = _single(rows, steps, "actor/grad_norm", f"{title}: gradient norm", "grad norm",
-                                       RED, warmup, out_dir / "grad_norm.png", grad_extra)
+        written["grad_norm"] = _single(
+            rows,
+            steps,
+            "actor/grad_norm",
+            f"{title}: gradient norm",
+            "grad norm",
+            PURPLE,
+            warmup,
+            out_dir / "grad_norm.png",
+            grad_extra,
+        )
     else:
         skipped.append("grad_norm.png skipped: no actor/grad_norm")
 
@@ -158,16 +215,17 @@ def write_run_plots(run: Run, doc: dict, out_dir: Path) -> tuple[dict[str, Path]
         if isinstance(limit, (int, float)):
             ax1.axhline(limit, color=RED, ls="--", lw=1, label=f"max_response_length = {limit}")
         ax1.set_ylabel("tokens")
-        ax1.set_title(f"{title}: response length and truncation")
+        ax1.set_ylim(bottom=0)
+        fig.suptitle(f"{title}: response length and truncation")
         ax1.grid(True, alpha=0.3)
-        ax1.legend(loc="best", fontsize=8)
+        _legend_above(ax1)
         clip = column(rows, CLIP_KEY)
         _shade_warmup(ax2, steps, warmup)
         _line(ax2, steps, clip, CLIP_KEY, ORANGE)
         ax2.axhline(0.10, color=GREY, ls=":", lw=1, label="0.10 (recommendation threshold)")
         ax2.set_ylim(-0.02, max(0.3, float(np.nanmax(clip)) * 1.1) if _finite_any(clip) else 1.0)
         _style(ax2, "clip ratio (truncated share)", steps)
-        ax2.legend(loc="best", fontsize=8)
+        _legend_above(ax2)
         written["response_length"] = _save(fig, out_dir / "response_length.png")
     else:
         skipped.append("response_length.png skipped: no response_length/mean or clip_ratio")
@@ -178,9 +236,10 @@ def write_run_plots(run: Run, doc: dict, out_dir: Path) -> tuple[dict[str, Path]
         _shade_warmup(ax1, steps, warmup)
         _line(ax1, steps, column(rows, STEP_TIME_KEY), STEP_TIME_KEY, BLUE)
         ax1.set_ylabel("seconds")
-        ax1.set_title(f"{title}: step time and throughput")
+        ax1.set_ylim(bottom=0)
+        fig.suptitle(f"{title}: step time and throughput")
         ax1.grid(True, alpha=0.3)
-        ax1.legend(loc="best", fontsize=8)
+        _legend_above(ax1)
         _shade_warmup(ax2, steps, warmup)
         total = throughput_total(rows)
         if _finite_any(total):
@@ -188,7 +247,7 @@ def write_run_plots(run: Run, doc: dict, out_dir: Path) -> tuple[dict[str, Path]
         _line(ax2, steps, column(rows, THROUGHPUT_PER_GPU_KEY), "per GPU: perf/throughput", ORANGE, marker="s")
         ax2.set_ylim(bottom=0)
         _style(ax2, "tokens / s", steps)
-        ax2.legend(loc="best", fontsize=8)
+        _legend_above(ax2)
         written["throughput"] = _save(fig, out_dir / "throughput.png")
     else:
         skipped.append("throughput.png skipped: no timing_s/step or perf/throughput")
@@ -199,11 +258,20 @@ def write_run_plots(run: Run, doc: dict, out_dir: Path) -> tuple[dict[str, Path]
     if ok.any():
         fig, ax = plt.subplots(figsize=(6.5, 5.0))
         is_warm = np.arange(len(rows)) < warmup
-        sc = ax.scatter(clip[ok & ~is_warm], score[ok & ~is_warm], c=steps[ok & ~is_warm], cmap="viridis",
-                        s=40, edgecolor="k", lw=0.4, label="steady steps")
+        sc = ax.scatter(
+            clip[ok & ~is_warm],
+            score[ok & ~is_warm],
+            c=steps[ok & ~is_warm],
+            cmap="viridis",
+            s=40,
+            edgecolor="k",
+            lw=0.4,
+            label="steady steps",
+        )
         if (ok & is_warm).any():
-            ax.scatter(clip[ok & is_warm], score[ok & is_warm], facecolor="none", edgecolor=GREY, s=40,
-                       label="warm-up steps")
+            ax.scatter(
+                clip[ok & is_warm], score[ok & is_warm], facecolor="none", edgecolor=GREY, s=40, label="warm-up steps"
+            )
         if (ok & ~is_warm).any():
             fig.colorbar(sc, ax=ax, label="training step")
         x, y = clip[ok & ~is_warm], score[ok & ~is_warm]
@@ -217,8 +285,15 @@ def write_run_plots(run: Run, doc: dict, out_dir: Path) -> tuple[dict[str, Path]
             txt = f"steady r = {p['r']:.2f}, n = {p['n']}" + (f"\n95% CI [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
         else:
             txt = f"steady r not computed (n = {p.get('n', 0)})"
-        ax.text(0.02, 0.02, txt, transform=ax.transAxes, fontsize=9, va="bottom",
-                bbox=dict(boxstyle="round", fc="white", ec=GREY, alpha=0.9))
+        ax.text(
+            0.02,
+            0.02,
+            txt,
+            transform=ax.transAxes,
+            fontsize=9,
+            va="bottom",
+            bbox=dict(boxstyle="round", fc="white", ec=GREY, alpha=0.9),
+        )
         ax.set_xlabel(f"{CLIP_KEY} (truncated share)")
         ax.set_ylabel(SCORE_KEY)
         ax.set_title(f"{title}: reward vs truncation")
@@ -253,6 +328,8 @@ def write_compare_plots(runs: Sequence[Run], warmups: Sequence[int], out_dir: Pa
                 _line(ax, steps, values, run.name, colors[i % len(colors)])
         ax.set_title(key, fontsize=10)
         _style(ax, label, np.array([0.0, 1.0]))
+        if ax not in axes[-1]:  # shared x: one axis label per column, at the bottom
+            ax.set_xlabel("")
         if not ax.lines:
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color=GREY)
     handles, labels = axes.flat[0].get_legend_handles_labels()
@@ -261,9 +338,17 @@ def write_compare_plots(runs: Sequence[Run], warmups: Sequence[int], out_dir: Pa
             handles, labels = ax.get_legend_handles_labels()
             if handles:
                 break
-    fig.legend(handles, labels, loc="upper center", ncol=min(len(runs), 4), fontsize=9, frameon=False)
-    fig.suptitle("per-step metrics, overlaid", y=0.995, fontsize=11, x=0.02, ha="left")
-    fig.tight_layout(rect=(0, 0, 1, 0.96))
+    fig.legend(
+        handles,
+        labels,
+        loc="upper center",
+        ncol=min(len(runs), 4),
+        fontsize=10,
+        frameon=False,
+        title="per-step metrics, overlaid",
+        title_fontsize=11,
+    )
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     out = {"compare_metrics": out_dir / "compare_metrics.png"}
     fig.savefig(out["compare_metrics"], dpi=DPI)
     plt.close(fig)
@@ -274,11 +359,19 @@ def write_compare_plots(runs: Sequence[Run], warmups: Sequence[int], out_dir: Pa
         x, y = column(rows, CLIP_KEY), column(rows, SCORE_KEY)
         ok = np.isfinite(x) & np.isfinite(y)
         if ok.any():
-            ax.scatter(x[ok], y[ok], s=36, color=colors[i % len(colors)], edgecolor="k", lw=0.4, alpha=0.8,
-                       label=run.name)
+            ax.scatter(
+                x[ok], y[ok], s=36, color=colors[i % len(colors)], edgecolor="k", lw=0.4, alpha=0.8, label=run.name
+            )
     if not ax.collections:
-        ax.text(0.5, 0.5, "no step has both score and clip ratio", ha="center", va="center",
-                transform=ax.transAxes, color=GREY)
+        ax.text(
+            0.5,
+            0.5,
+            "no step has both score and clip ratio",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            color=GREY,
+        )
     ax.set_xlabel(f"{CLIP_KEY} (truncated share)")
     ax.set_ylabel(SCORE_KEY)
     ax.set_title("reward vs truncation (steady steps)")

@@ -1,0 +1,195 @@
+{{/*
+Names, labels and the pod template: the Helm mirror of launcher/labels.py and launcher/render.py.
+Every value is written with toJson (JSON is YAML), as the launcher's templates write every value
+through its `q`/`json` encoders: no value can inject YAML, and numbers that Helm holds as float64
+print as integers (`{{ 1000000 }}` would print 1e+06).
+*/}}
+
+{{/* The spec as a mapping: the values rebuilt key for key by the generated grpo-exp3.specJson. */}}
+{{- define "grpo-exp3.spec" -}}
+{{- include "grpo-exp3.specJson" . -}}
+{{- end -}}
+
+{{/* Config hash: sha256 of the canonical JSON of the spec, as ExperimentSpec.config_hash. */}}
+{{- define "grpo-exp3.hash" -}}
+{{- $c := include "grpo-exp3.constants" . | fromJson -}}
+{{- include "grpo-exp3.specJson" . | sha256sum | trunc (int $c.hashLen) -}}
+{{- end -}}
+
+{{/* Job name `<name>-<hash>` (labels.job_name); also the instance label and the name prefix. */}}
+{{- define "grpo-exp3.jobName" -}}
+{{- printf "%s-%s" .Values.name (include "grpo-exp3.hash" .) -}}
+{{- end -}}
+
+{{/* Selector labels (labels.selector_labels), as JSON. */}}
+{{- define "grpo-exp3.selectorLabels" -}}
+{{- $c := include "grpo-exp3.constants" . | fromJson -}}
+{{- dict "app.kubernetes.io/name" $c.appName $c.instanceLabel (include "grpo-exp3.jobName" .) | toJson -}}
+{{- end -}}
+
+{{/*
+Common labels (labels.common_labels), as JSON. managed-by is Helm's own (the launcher writes
+grpo-launcher and acts on both); helm.sh/chart is Helm bookkeeping. Those two are the only labels
+that differ from the launcher's (labels.HELM_BOOKKEEPING).
+*/}}
+{{- define "grpo-exp3.labels" -}}
+{{- $c := include "grpo-exp3.constants" . | fromJson -}}
+{{- $l := include "grpo-exp3.selectorLabels" . | fromJson -}}
+{{- $_ := set $l "app.kubernetes.io/version" .Chart.AppVersion -}}
+{{- $_ = set $l $c.componentLabel "trainer" -}}
+{{- $_ = set $l "app.kubernetes.io/managed-by" .Release.Service -}}
+{{- $_ = set $l "app.kubernetes.io/part-of" $c.partOf -}}
+{{- $_ = set $l $c.experimentLabel .Values.name -}}
+{{- $_ = set $l $c.hashLabel (include "grpo-exp3.hash" .) -}}
+{{- $_ = set $l "helm.sh/chart" (printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_") -}}
+{{- with .Values.scheduling.queue -}}
+{{- $_ = set $l $c.queueLabel . -}}
+{{- end -}}
+{{- $l | toJson -}}
+{{- end -}}
+
+{{/* ConfigMap carrying the spec (render.configmap_name). */}}
+{{- define "grpo-exp3.configMapName" -}}
+{{- printf "%s-spec" (include "grpo-exp3.jobName" .) -}}
+{{- end -}}
+
+{{/*
+Pod template (templates/_pod.j2 with render._pod_parts). Argument: dict with
+  root: the chart context; gpu: GPU pod (true) or Ray head (false); container: container name;
+  command: the container command or nil (Ray pods run what KubeRay starts).
+*/}}
+{{- define "grpo-exp3.podTemplate" -}}
+{{- $root := .root -}}
+{{- $s := include "grpo-exp3.spec" $root | fromJson -}}
+{{- $c := include "grpo-exp3.constants" $root | fromJson -}}
+{{- $res := $s.resources -}}
+{{- $sched := $s.scheduling -}}
+{{- $instance := include "grpo-exp3.jobName" $root -}}
+{{- /* environment (render._env_vars) */ -}}
+{{- $env := list
+  (dict "name" "LAUNCHER_SPEC" "value" $c.specPath)
+  (dict "name" "PYTHONUNBUFFERED" "value" "1")
+  (dict "name" "HOME" "value" $c.homeDir)
+  (dict "name" "POD_NAME" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.name")))
+  (dict "name" "POD_NAMESPACE" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.namespace")))
+  (dict "name" "NCCL_DEBUG" "value" $s.network.nccl_debug)
+  (dict "name" "NCCL_IB_DISABLE" "value" (ternary "0" "1" $s.network.nccl_ib)) -}}
+{{- with $s.network.nccl_socket_ifname -}}
+{{- $env = append $env (dict "name" "NCCL_SOCKET_IFNAME" "value" .) -}}
+{{- end -}}
+{{- /* secrets reach the pod only as references to existing Secrets, never as values */ -}}
+{{- with $s.secrets.hf_token -}}
+{{- $env = append $env (dict "name" "HF_TOKEN" "valueFrom" (dict "secretKeyRef" (dict "name" .name "key" .key))) -}}
+{{- end -}}
+{{- with $s.secrets.wandb_api_key -}}
+{{- $env = append $env (dict "name" "WANDB_API_KEY" "valueFrom" (dict "secretKeyRef" (dict "name" .name "key" .key))) -}}
+{{- end -}}
+{{- /* security contexts (render._security) */ -}}
+{{- $sec := $s.security -}}
+{{- $podSec := dict "runAsNonRoot" true "runAsUser" $sec.run_as_user "runAsGroup" $sec.run_as_group "fsGroup" $sec.run_as_group "seccompProfile" (dict "type" "RuntimeDefault") -}}
+{{- $caps := $sec.extra_capabilities | default list -}}
+{{- if and $s.network.nccl_ib (not (has "IPC_LOCK" $caps)) -}}
+{{- /* RDMA registers (pins) memory */ -}}
+{{- $caps = append $caps "IPC_LOCK" -}}
+{{- end -}}
+{{- $capabilities := dict "drop" (list "ALL") -}}
+{{- if $caps -}}
+{{- $_ := set $capabilities "add" (sortAlpha $caps) -}}
+{{- end -}}
+{{- $ctrSec := dict "allowPrivilegeEscalation" false "privileged" false "readOnlyRootFilesystem" $sec.read_only_root_filesystem "runAsNonRoot" true "capabilities" $capabilities -}}
+{{- /* volumes (render._volumes) */ -}}
+{{- $st := $s.storage -}}
+{{- $workspace := dict "name" "workspace" "emptyDir" dict -}}
+{{- if $st.claim_name -}}
+{{- $workspace = dict "name" "workspace" "persistentVolumeClaim" (dict "claimName" $st.claim_name) -}}
+{{- end -}}
+{{- $volumes := list
+  (dict "name" "spec" "configMap" (dict "name" (include "grpo-exp3.configMapName" $root)))
+  (dict "name" "dshm" "emptyDir" (dict "medium" "Memory" "sizeLimit" $res.shm_size))
+  $workspace
+  (dict "name" "tmp" "emptyDir" dict)
+  (dict "name" "home" "emptyDir" dict) -}}
+{{- $mounts := list
+  (dict "name" "spec" "mountPath" $c.specMount "readOnly" true)
+  (dict "name" "dshm" "mountPath" "/dev/shm")
+  (dict "name" "workspace" "mountPath" $st.mount_path)
+  (dict "name" "tmp" "mountPath" "/tmp")
+  (dict "name" "home" "mountPath" $c.homeDir) -}}
+{{- /* tolerations (render._tolerations): unset fields left out, camelCase keys */ -}}
+{{- $tolerations := list -}}
+{{- range $sched.tolerations -}}
+{{- $t := dict "operator" .operator -}}
+{{- if not (kindIs "invalid" .key) }}{{ $_ := set $t "key" .key }}{{ end -}}
+{{- if not (kindIs "invalid" .value) }}{{ $_ := set $t "value" .value }}{{ end -}}
+{{- if not (kindIs "invalid" .effect) }}{{ $_ := set $t "effect" .effect }}{{ end -}}
+{{- if not (kindIs "invalid" .toleration_seconds) }}{{ $_ := set $t "tolerationSeconds" (int64 .toleration_seconds) }}{{ end -}}
+{{- $tolerations = append $tolerations $t -}}
+{{- end -}}
+{{- /* resources, node selector and anti-affinity: GPU pods vs the Ray head */ -}}
+{{- $nodeSelector := deepCopy ($sched.node_selector | default dict) -}}
+{{- $resources := dict "cpu" $res.head_cpu "memory" $res.head_memory -}}
+{{- $affinity := dict -}}
+{{- if .gpu -}}
+{{- $resources = dict "cpu" $res.cpu "memory" $res.memory $res.gpu_resource (int64 $res.gpus_per_node) -}}
+{{- $_ := set $nodeSelector $res.gpu_product_label (index $c.gpuProducts $res.gpu_type) -}}
+{{- if gt (int64 $res.nodes) 1 -}}
+{{- /* one GPU pod per node, so a multi-node run really spans nodes */ -}}
+{{- $affinity = dict "podAntiAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (list (dict "labelSelector" (dict "matchLabels" (dict $c.instanceLabel $instance $c.componentLabel "trainer")) "topologyKey" "kubernetes.io/hostname"))) -}}
+{{- end -}}
+{{- end -}}
+{{- $initResources := dict "cpu" "1" "memory" "2Gi" -}}
+{{- $imagePullSecrets := list -}}
+{{- range $s.secrets.image_pull_secrets -}}
+{{- $imagePullSecrets = append $imagePullSecrets (dict "name" .) -}}
+{{- end -}}
+metadata:
+  labels: {{ include "grpo-exp3.labels" $root }}
+  annotations: {{ $sched.pod_annotations | default dict | toJson }}
+spec:
+  restartPolicy: "Never"
+  automountServiceAccountToken: false
+  enableServiceLinks: false
+  terminationGracePeriodSeconds: 120
+{{- with $sched.service_account }}
+  serviceAccountName: {{ . | toJson }}
+{{- end }}
+{{- with $sched.priority_class }}
+  priorityClassName: {{ . | toJson }}
+{{- end }}
+{{- with $nodeSelector }}
+  nodeSelector: {{ . | toJson }}
+{{- end }}
+{{- with $tolerations }}
+  tolerations: {{ . | toJson }}
+{{- end }}
+{{- with $affinity }}
+  affinity: {{ . | toJson }}
+{{- end }}
+{{- with $imagePullSecrets }}
+  imagePullSecrets: {{ . | toJson }}
+{{- end }}
+  securityContext: {{ $podSec | toJson }}
+  initContainers:
+  - name: "prepare-data"
+    image: {{ $s.image | toJson }}
+    imagePullPolicy: {{ $s.image_pull_policy | toJson }}
+    command: {{ concat $c.entrypoint (list "--prepare-data-only") | toJson }}
+    env: {{ $env | toJson }}
+    resources: {{ dict "requests" $initResources "limits" $initResources | toJson }}
+    securityContext: {{ $ctrSec | toJson }}
+    volumeMounts: {{ $mounts | toJson }}
+  containers:
+  - name: {{ .container | toJson }}
+    image: {{ $s.image | toJson }}
+    imagePullPolicy: {{ $s.image_pull_policy | toJson }}
+{{- with .command }}
+    command: {{ . | toJson }}
+{{- end }}
+    env: {{ $env | toJson }}
+    resources:
+      requests: {{ $resources | toJson }}
+      limits: {{ $resources | toJson }}
+    securityContext: {{ $ctrSec | toJson }}
+    volumeMounts: {{ $mounts | toJson }}
+  volumes: {{ $volumes | toJson }}
+{{- end -}}

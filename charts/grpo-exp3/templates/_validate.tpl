@@ -1,0 +1,65 @@
+{{/*
+Cross-field rules that values.schema.json cannot express: the Helm mirror of spec.check_rules
+(verl's batch arithmetic, name length, GPU type, resume/wandb/storage consistency). All problems
+are reported at once, one line each, as `values.<key> must be ..., got <value>`.
+The chart additionally requires scheduling.namespace to equal the release namespace: the objects
+live in scheduling.namespace (it is part of the spec, and so of the hash, exactly as with
+`launcher render`), and a release recorded in one namespace with objects in another confuses
+`helm list`/`helm uninstall` users.
+*/}}
+{{- define "grpo-exp3.validate" -}}
+{{- $v := .Values -}}
+{{- $c := include "grpo-exp3.constants" . | fromJson -}}
+{{- $errs := list -}}
+{{- $res := $v.resources -}}
+{{- $nodes := int64 $res.nodes -}}
+{{- $gpn := int64 $res.gpus_per_node -}}
+{{- $world := mul $nodes $gpn -}}
+{{- $batch := int64 $v.data.train_batch_size -}}
+{{- $n := int64 $v.rollout.n -}}
+{{- $mini := int64 $v.actor.ppo_mini_batch_size -}}
+{{- $micro := int64 $v.actor.ppo_micro_batch_size_per_gpu -}}
+{{- $tp := int64 $v.rollout.tensor_parallel_size -}}
+{{- if gt (len $v.name) (int $c.nameMax) -}}
+{{- $errs = append $errs (printf "values.name must be at most %v characters (the job name adds '-<%v-char config hash>' and must stay within %v), got %q (%d characters)" $c.nameMax $c.hashLen $c.jobNameMax $v.name (len $v.name)) -}}
+{{- end -}}
+{{- if not (hasKey $c.gpuProducts $res.gpu_type) -}}
+{{- $errs = append $errs (printf "values.resources.gpu_type must be one of %v, got %q" $c.gpuTypes $res.gpu_type) -}}
+{{- end -}}
+{{- if and (gt $world 0) (mod (mul $batch $n) $world) -}}
+{{- $errs = append $errs (printf "values.data.train_batch_size must make train_batch_size × rollout.n divisible by the GPU count %d (resources.nodes %d × resources.gpus_per_node %d); %d × %d = %d, got %d" $world $nodes $gpn $batch $n (mul $batch $n) $batch) -}}
+{{- end -}}
+{{- if gt $mini $batch -}}
+{{- $errs = append $errs (printf "values.actor.ppo_mini_batch_size must be at most data.train_batch_size (%d), got %d" $batch $mini) -}}
+{{- else if and (gt $world 0) (mod (mul $mini $n) $world) -}}
+{{- $errs = append $errs (printf "values.actor.ppo_mini_batch_size must make ppo_mini_batch_size × rollout.n divisible by the GPU count %d; %d × %d = %d, got %d" $world $mini $n (mul $mini $n) $mini) -}}
+{{- else if and (gt $world 0) (gt $micro 0) (mod (div (mul $mini $n) $world) $micro) -}}
+{{- $errs = append $errs (printf "values.actor.ppo_micro_batch_size_per_gpu must be a divisor of the per-GPU mini-batch ppo_mini_batch_size × rollout.n / GPUs = %d × %d / %d = %d, got %d" $mini $n $world (div (mul $mini $n) $world) $micro) -}}
+{{- end -}}
+{{- if or (gt $tp $gpn) (and (gt $tp 0) (mod $gpn $tp)) -}}
+{{- $errs = append $errs (printf "values.rollout.tensor_parallel_size must be a divisor of resources.gpus_per_node (%d): tensor parallelism stays within a node, got %d" $gpn $tp) -}}
+{{- end -}}
+{{- $tr := $v.trainer -}}
+{{- if and (eq $tr.resume_mode "resume_path") (not $tr.resume_from_path) -}}
+{{- $errs = append $errs "values.trainer.resume_from_path must be a global_step_N path when resume_mode is resume_path, got null" -}}
+{{- end -}}
+{{- if and $tr.resume_from_path (not (contains "global_step_" (toString $tr.resume_from_path))) -}}
+{{- $errs = append $errs (printf "values.trainer.resume_from_path must be a path containing 'global_step_', got %q" $tr.resume_from_path) -}}
+{{- end -}}
+{{- if and (has "wandb" $tr.logger) (not $v.secrets.wandb_api_key) -}}
+{{- $errs = append $errs "values.secrets.wandb_api_key must be a Secret reference when trainer.logger includes wandb, got null" -}}
+{{- end -}}
+{{- $st := $v.storage -}}
+{{- if and $st.create (not $st.claim_name) -}}
+{{- $errs = append $errs "values.storage.claim_name must be a claim name when storage.create is true, got null" -}}
+{{- end -}}
+{{- if and (gt $nodes 1) $st.claim_name (eq $st.access_mode "ReadWriteOnce") $st.create -}}
+{{- $errs = append $errs (printf "values.storage.access_mode must be ReadWriteMany when several nodes share the created claim, got %v" $st.access_mode) -}}
+{{- end -}}
+{{- if ne $v.scheduling.namespace .Release.Namespace -}}
+{{- $errs = append $errs (printf "values.scheduling.namespace must equal the release namespace %q (helm --namespace; the objects are created in scheduling.namespace), got %q" .Release.Namespace $v.scheduling.namespace) -}}
+{{- end -}}
+{{- if $errs -}}
+{{- fail (printf "\n%s: invalid values (%d problem(s)):\n  - %s" .Chart.Name (len $errs) (join "\n  - " $errs)) -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,62 @@
+"""`launcher delete NAME`: delete a run's job and the ConfigMap/PVC it created; wait until its pods are gone."""
+
+from __future__ import annotations
+
+import argparse
+
+from launcher.commands._cluster import add_cluster_arguments
+
+HELP = "delete a run (job + its ConfigMap/PVC, found by label) and wait until its pods are gone"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", metavar="NAME", help="job name, or experiment name (its newest run)")
+    add_cluster_arguments(parser, runs_dir=False)
+    parser.add_argument("--cascade", choices=["foreground", "background"], default="foreground",
+                        help="propagation policy, as kubectl (default foreground: owners go after their pods)")
+    parser.add_argument("--keep-pvc", action="store_true", help="keep a PersistentVolumeClaim the run created")
+    parser.add_argument("--timeout", type=float, default=300, metavar="SECONDS", help="wait at most this long")
+    parser.add_argument("--no-wait", action="store_true", help="return once the deletes are accepted")
+
+
+def run(args: argparse.Namespace) -> int:
+    import time
+
+    from rich.console import Console
+
+    from launcher import labels as L
+    from launcher.commands._cluster import connect, err
+    from launcher.kube import CONFIGMAP, POD, PVC
+    from launcher.kube import jobs as J
+
+    kube = connect(args)
+    ref = J.find_run(kube, args.name)
+    policy = args.cascade.capitalize()
+    kube.delete(ref.resource, ref.name, propagation=policy)
+    print(f"deleted {ref.resource.kind} {ref.name} (propagation {policy})")
+    # Only objects carrying this run's labels *and* part-of=grpo-launcher.
+    selector = f"{L.instance_selector(ref.name)},{L.OWNED_SELECTOR}"
+    kinds = [CONFIGMAP] + ([] if args.keep_pvc else [PVC])
+    for res in kinds:
+        for obj in kube.list(res, selector=selector):
+            if kube.delete(res, obj["metadata"]["name"], propagation=policy):
+                print(f"deleted {res.kind} {obj['metadata']['name']}")
+    if args.no_wait:
+        return 0
+    deadline = time.monotonic() + args.timeout
+    console = Console(stderr=True)
+    with console.status(f"waiting for the pods of {ref.name} to go") as status:
+        while True:
+            left = J.job_pods(kube, ref)
+            job_left = kube.get(ref.resource, ref.name) is not None
+            if not left and not job_left:
+                break
+            if time.monotonic() > deadline:
+                err(f"timed out after {args.timeout:g}s: {len(left)} pod(s) still there"
+                    + (", job still terminating" if job_left else ""))
+                return 1
+            status.update(f"waiting for {ref.name}: {len(left)} pod(s) left"
+                          + (", job terminating (finalizers)" if job_left else ""))
+            time.sleep(1)
+    print(f"{ref.name}: all pods gone")
+    return 0

@@ -1,0 +1,61 @@
+"""`launcher logs NAME`: every pod's log, prefixed per pod, saved under runs/<job>/logs; `-f` follows."""
+
+from __future__ import annotations
+
+import argparse
+
+from launcher.commands._cluster import add_cluster_arguments
+
+HELP = "show or follow a run's pod logs (saved under runs/<job>/logs, metrics into runs/<job>/metrics.jsonl)"
+DESCRIPTION = (
+    "Finds the run's pods by label (RayJob: the submitter pod, which carries the verl driver's output, and the Ray "
+    "pods), waits through Pending, follows every pod with a [pod] prefix, re-attaches after a dropped stream or a "
+    "container restart without duplicating or losing lines, and stops when the job is finished. Each pod's raw log "
+    "is appended to runs/<job>/logs/<pod>.log and metric lines go to runs/<job>/metrics.jsonl/.csv."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", metavar="NAME", help="job name, or experiment name (its newest run)")
+    add_cluster_arguments(parser)
+    parser.add_argument("-f", "--follow", action="store_true", help="follow until the job finishes")
+    parser.add_argument("--pod", action="append", default=[], metavar="POD",
+                        help="only this pod (full name or short name like master-0; repeatable)")
+    parser.add_argument("-c", "--container", help="container to read (default: the training container)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from launcher.commands._cluster import connect, err, follow_run
+    from launcher.kube import jobs as J
+    from launcher.runs import RunDir
+
+    kube = connect(args)
+    ref = J.find_run(kube, args.name)
+    run_dir = RunDir.of(ref.name, args.runs_dir).ensure()
+    if args.follow:
+        result = follow_run(kube, ref, run_dir, container=args.container, pods=args.pod or None)
+        st = result.state
+        err(f"{ref.name}: {st.phase}" + (f" ({st.reason})" if st.reason else ""))
+        if st.finished and not st.succeeded:
+            return 1
+        return 0
+    # Not following: fetch what is new into the run dir, then print the saved logs (complete even after the
+    # pods are gone, and identical to what a follower saved).
+    from launcher.follow import LogFollower
+    from launcher.progress import print_line
+
+    follower = LogFollower(kube, ref, run_dir, container=args.container, pods=args.pod or None, on_notice=err)
+    result = follower.run(follow=False)
+    for e in result.errors:
+        err(f"warning: {e}")
+    pods = {p["metadata"]["name"]: J.short_name(p, ref.name) for p in J.job_pods(kube, ref)}
+    wanted = set(args.pod or [])
+    for path in sorted(run_dir.logs.glob("*.log")):
+        pod = path.name[:-4]
+        short = pods.get(pod, pod)
+        if wanted and pod not in wanted and short not in wanted:
+            continue
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                print_line(short, line.rstrip("\n"))
+    return 0

@@ -1,0 +1,63 @@
+"""`launcher status NAME`: job state, each pod's phase and what is wrong with it, and the relevant events."""
+
+from __future__ import annotations
+
+import argparse
+
+from launcher.commands._cluster import add_cluster_arguments
+
+HELP = "show a run's state, its pods and why they are stuck (NAME: job or experiment)"
+
+# Event reasons worth a user's attention even when typed Normal (scheduling, pulls, kills, evictions).
+INTERESTING = {"FailedScheduling", "Failed", "BackOff", "Evicted", "OOMKilling", "Killing", "FailedMount",
+               "FailedCreate", "Preempted", "Unschedulable", "SuccessfulCreate", "Scheduled", "Pulling",
+               "ErrImagePull", "JobFailed", "Suspended", "Started", "Completed"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", metavar="NAME", help="job name, or experiment name (its newest run)")
+    add_cluster_arguments(parser, runs_dir=False)
+    parser.add_argument("--events", type=int, default=15, metavar="N", help="show the last N events (default 15)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from launcher.commands._cluster import connect
+    from launcher.kube import jobs as J
+
+    kube = connect(args)
+    ref = J.find_run(kube, args.name)
+    state = J.job_state(ref.backend, ref.obj)
+    md = ref.obj.get("metadata") or {}
+    print(f"{ref.resource.kind} {ref.name}  namespace {kube.namespace}  experiment {ref.experiment or '-'}  "
+          f"age {J.age(md.get('creationTimestamp'))}")
+    print(f"state: {state.phase}" + (f" ({state.reason})" if state.reason else ""))
+    status = ref.obj.get("status") or {}
+    if ref.backend == "rayjob":
+        print(f"  jobDeploymentStatus={status.get('jobDeploymentStatus', '-')} jobStatus={status.get('jobStatus', '-')}"
+              f" rayCluster={status.get('rayClusterName', '-')}")
+    for c in status.get("conditions") or []:
+        print(f"  condition {c.get('type')}={c.get('status')}: {c.get('reason') or ''} {c.get('message') or ''}".rstrip())
+    pods = J.job_pods(kube, ref)
+    print(f"pods ({len(pods)}):" if pods else "pods: none yet")
+    for p in pods:
+        st = p.get("status") or {}
+        restarts = sum(int(cs.get("restartCount") or 0) for cs in st.get("containerStatuses") or [])
+        problem = J.pod_problem(p)
+        line = f"  {p['metadata']['name']:<48} {st.get('phase', '?'):<10} restarts={restarts}"
+        if st.get("nodeName"):
+            line += f" node={st['nodeName']}"
+        print(line)
+        if problem:
+            print(f"    ! {problem}")
+    names = {ref.name} | {p["metadata"]["name"] for p in pods}
+    events = kube.events_for(names)
+    shown = [e for e in events if e.get("type") == "Warning" or e.get("reason") in INTERESTING][-args.events:]
+    if shown:
+        print("events:")
+        for e in shown:
+            obj = e.get("involvedObject") or {}
+            when = e.get("lastTimestamp") or e.get("eventTime") or ""
+            count = f" x{e['count']}" if (e.get("count") or 1) > 1 else ""
+            print(f"  {when} {e.get('type', ''):<7} {e.get('reason', ''):<18} {obj.get('kind', '')}/{obj.get('name', '')}"
+                  f"{count}: {' '.join((e.get('message') or '').split())}")
+    return 0

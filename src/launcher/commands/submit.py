@@ -1,0 +1,180 @@
+"""`launcher submit CONFIG`: pre-flight checks, create the run's objects (or attach), optionally follow."""
+
+from __future__ import annotations
+
+import argparse
+
+from launcher.commands._cluster import add_cluster_arguments
+from launcher.commands._common import add_config_arguments
+
+HELP = "submit an experiment (same config twice attaches to the existing run)"
+DESCRIPTION = (
+    "Validate CONFIG, check the cluster (operator CRD, namespace, GPU nodes, Kueue LocalQueue), then create the "
+    "ConfigMap/PVC and the PyTorchJob or RayJob. The job name carries the config hash, so submitting the same config "
+    "again attaches to the existing run; a different config under the same experiment name is refused unless --new. "
+    "Writes runs/<job>/spec.yaml and manifests.yaml. Exit codes: 0 ok, 1 run failed (--follow), 2 bad input, "
+    "3 cluster unreachable or refused."
+)
+
+CRD_MISSING = {
+    "pytorchjob": "Kubeflow Training Operator is not installed: no kubeflow.org/v1 PyTorchJob",
+    "rayjob": "KubeRay is not installed: no ray.io/v1 RayJob",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_config_arguments(parser)
+    add_cluster_arguments(parser)
+    parser.add_argument("--dry-run", nargs="?", const="client", choices=["client", "server"],
+                        help="client: only render and print; server: send with dryRun=All and print what the "
+                             "server would create")
+    parser.add_argument("--follow", "-f", action="store_true",
+                        help="follow the logs with a progress display until the job finishes; exit 0/1 by its state")
+    parser.add_argument("--new", action="store_true",
+                        help="start a run even if the experiment already has one with a different config")
+
+
+def run(args: argparse.Namespace) -> int:
+    from launcher.commands._common import load_from_args
+
+    if args.namespace:
+        args.sets = [*args.sets, f"scheduling.namespace={args.namespace}"]
+    spec = load_from_args(args)  # BadInput (exit 2) before any client exists
+    from launcher.render import render, to_yaml
+
+    objects = render(spec)
+    if args.dry_run == "client":
+        print(to_yaml(objects), end="")
+        return 0
+    return _submit(args, spec, objects)
+
+
+def _submit(args, spec, objects) -> int:
+    from launcher.commands._cluster import connect, err, follow_run
+    from launcher.config import dump_spec
+    from launcher.errors import BadInput
+    from launcher.kube import JOB_RESOURCES
+    from launcher.kube import jobs as J
+    from launcher.render import to_yaml
+    from launcher.runs import RunDir
+
+    kube = connect(args, spec.scheduling.namespace)
+    kube.namespace = spec.scheduling.namespace
+    preflight(kube, spec)
+    res = JOB_RESOURCES[spec.backend]
+    name = spec.job_name
+    existing = kube.get(res, name)
+    attached = existing is not None
+    if attached:
+        if not J.owned(existing):
+            raise BadInput(f"{res.kind} {name} exists but was not created by the launcher; not touching it")
+        err(f"{res.kind} {name} already exists with this exact config: attaching to it (no new run created)")
+    else:
+        others = [r for r in J.list_runs(kube, experiment=spec.name) if r.name != name]
+        if others and not args.new:
+            names = ", ".join(sorted(r.name for r in others))
+            raise BadInput(f"experiment {spec.name} already has run(s) with a different config in namespace "
+                           f"{kube.namespace}: {names}; pass --new to start another run, or delete them")
+    if args.dry_run == "server":
+        if attached:
+            err("server dry run: nothing would be created")
+            return 0
+        print(to_yaml([kube.create(o, dry_run=True) for o in objects]), end="")
+        return 0
+
+    run_dir = RunDir.of(name, args.runs_dir).ensure()
+    if not attached:
+        run_dir.write_text(run_dir.spec, dump_spec(spec))
+        run_dir.write_text(run_dir.manifests, to_yaml(objects))
+        job = create_all(kube, objects, on_notice=err)
+        print(f"submitted {res.kind} {name} in namespace {kube.namespace} (run dir: {run_dir.path})", flush=True)
+    else:
+        job = existing
+        if not run_dir.spec.exists():
+            run_dir.write_text(run_dir.spec, dump_spec(spec))
+            run_dir.write_text(run_dir.manifests, to_yaml(objects))
+        print(f"attached to {res.kind} {name} in namespace {kube.namespace} (run dir: {run_dir.path})", flush=True)
+    if not args.follow:
+        return 0
+    ref = J.JobRef(spec.backend, name, job)
+    result = follow_run(kube, ref, run_dir, total_steps=spec.trainer.total_training_steps)
+    return _exit_for(result.state, err)
+
+
+def _exit_for(state, err) -> int:
+    if state.succeeded:
+        err(f"run succeeded ({state.reason})" if state.reason else "run succeeded")
+        return 0
+    err(f"run {state.phase.lower()}: {state.reason or 'no reason given'}")
+    return 1
+
+
+def preflight(kube, spec) -> None:
+    """Checks before anything is created: CRD, namespace, GPU nodes (warning), Kueue LocalQueue."""
+    from launcher.commands._cluster import err
+    from launcher.errors import ClusterError
+    from launcher.kube import JOB_RESOURCES, LOCALQUEUE, NAMESPACE, NODE, ApiError
+
+    if not kube.api_group_has(JOB_RESOURCES[spec.backend]):
+        raise ClusterError(CRD_MISSING[spec.backend])
+    ns = spec.scheduling.namespace
+    try:
+        if kube.get(NAMESPACE, ns) is None:
+            raise ClusterError(f"namespace {ns} does not exist on {kube.server}")
+    except ApiError as exc:
+        if exc.status != 403:  # namespaced users may not read Namespace objects: the create will tell
+            raise
+    res = spec.resources
+    try:
+        nodes = kube.list(NODE, selector=f"{res.gpu_product_label}={res.gpu_product}")
+    except ApiError as exc:
+        if exc.status != 403:
+            raise
+        err(f"warning: cannot list nodes to check for {res.gpu_type} GPUs (forbidden); skipping that check")
+    else:
+        fit = [n for n in nodes
+               if _int((n.get("status") or {}).get("allocatable", {}).get(res.gpu_resource)) >= res.gpus_per_node]
+        if len(fit) < res.nodes:
+            err(f"warning: {len(fit)} node(s) labelled {res.gpu_product_label}={res.gpu_product} with at least "
+                f"{res.gpus_per_node} {res.gpu_resource} allocatable; the run needs {res.nodes}. The pods will stay "
+                "Pending unless an autoscaler adds nodes.")
+    if spec.scheduling.queue:
+        if not kube.api_group_has(LOCALQUEUE):
+            raise ClusterError(f"Kueue is not installed: no kueue.x-k8s.io/v1beta1 LocalQueue "
+                               f"(scheduling.queue is {spec.scheduling.queue})")
+        if kube.get(LOCALQUEUE, spec.scheduling.queue) is None:
+            raise ClusterError(f"Kueue LocalQueue {spec.scheduling.queue} does not exist in namespace {ns}")
+
+
+def _int(v) -> int:
+    try:
+        return int(str(v))
+    except (TypeError, ValueError):
+        return 0
+
+
+def create_all(kube, objects: list[dict], on_notice=lambda m: None) -> dict:
+    """Create in apply order; on a failure delete what this call created, then raise. Returns the job."""
+    from launcher.kube import PVC, ApiError, resource_of
+
+    created: list[dict] = []
+    try:
+        for obj in objects:
+            try:
+                out = kube.create(obj)
+            except ApiError as exc:
+                # a claim is shared by design (same claim_name across runs): reuse it, never delete it
+                if exc.status == 409 and resource_of(obj) is PVC:
+                    on_notice(f"PersistentVolumeClaim {obj['metadata']['name']} already exists: reusing it")
+                    continue
+                raise
+            created.append(out)
+    except BaseException:
+        for obj in reversed(created):
+            try:
+                kube.delete(resource_of(obj), obj["metadata"]["name"])
+                on_notice(f"rolled back: deleted {obj['kind']} {obj['metadata']['name']}")
+            except Exception as exc:  # report, keep rolling back the rest
+                on_notice(f"warning: could not delete {obj['kind']} {obj['metadata']['name']} during rollback: {exc}")
+        raise
+    return created[-1]

@@ -1,0 +1,74 @@
+"""`launcher wait NAME`: block until the run finishes; exit 0 on success, 1 on failure (with why)."""
+
+from __future__ import annotations
+
+import argparse
+
+from launcher.commands._cluster import add_cluster_arguments
+
+HELP = "wait for a run to finish: exit 0 on success, 1 on failure (last log lines and the reason)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", metavar="NAME", help="job name, or experiment name (its newest run)")
+    add_cluster_arguments(parser, runs_dir=False)
+    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                        help="give up after this long (exit 1); default: wait forever")
+    parser.add_argument("--interval", type=float, default=2.0, metavar="SECONDS", help=argparse.SUPPRESS)
+    parser.add_argument("--tail", type=int, default=20, metavar="N", help="log lines to show on failure (default 20)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import time
+
+    from launcher.commands._cluster import connect, err
+    from launcher.kube import jobs as J
+
+    kube = connect(args)
+    ref = J.find_run(kube, args.name)
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    last_problem = None
+    while True:
+        obj = kube.get(ref.resource, ref.name)
+        state = J.job_state(ref.backend, obj)
+        if state.finished:
+            break
+        for p in J.job_pods(kube, ref):
+            problem = J.pod_problem(p)
+            if problem and problem != last_problem:
+                err(f"[{J.short_name(p, ref.name)}] {problem}")
+                last_problem = problem
+        if deadline is not None and time.monotonic() > deadline:
+            err(f"timed out after {args.timeout:g}s: {ref.name} is still {state.phase}")
+            return 1
+        time.sleep(args.interval)
+    if state.succeeded:
+        print(f"{ref.name} succeeded")
+        return 0
+    _show_failure(kube, ref, state, args.tail)
+    return 1
+
+
+def _show_failure(kube, ref, state, tail: int) -> None:
+    from launcher.commands._cluster import err
+    from launcher.errors import ClusterError
+    from launcher.kube import jobs as J
+
+    pods = J.job_pods(kube, ref) if state.phase != "Deleted" else []
+    for p in pods:
+        problem = J.pod_problem(p)
+        short = J.short_name(p, ref.name)
+        if problem:
+            err(f"[{short}] {problem}")
+        container = J.main_container(p)
+        try:
+            resp = kube.pod_log(p["metadata"]["name"], container=container, tail_lines=tail, timestamps=False,
+                                read_timeout=10)
+            text = resp.read().decode("utf-8", "replace")
+            resp.release_conn()
+        except ClusterError as exc:
+            text = ""
+            err(f"[{short}] no log: {exc}")
+        for line in text.splitlines()[-tail:]:
+            err(f"[{short}] {line}")
+    err(f"{ref.name} failed: {state.reason or state.phase}")

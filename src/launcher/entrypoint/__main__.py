@@ -1,0 +1,186 @@
+"""`python -m launcher.entrypoint --config FILE [--dry-run] [--prepare-data-only] [--mode train|eval] [--model PATH]`.
+
+The in-pod program. It reads the experiment config the manifest mounts, prepares GSM8K, sets what
+verl and Ray need in a pod (`environment.env_for`) and runs
+`python3 -m verl.trainer.main_ppo <verl_overrides(spec)>` as a child process, by role:
+
+- `single-node`: verl starts its own Ray inside the pod, with `ray_num_cpus` = the CPU limit;
+- `ray-head` / `ray-worker` (PyTorchJob, resources.nodes > 1): see `ray_cluster`;
+- `ray-job-driver` (RayJob): `ray job submit` runs this on the Ray head with RAY_ADDRESS set;
+  verl attaches to that cluster; nothing starts Ray here.
+
+Exit status: 2 for a bad config or environment, else verl's status (128+N if signal N killed it).
+`LAUNCHER_CHILD_CMD` (a shell-quoted command) replaces verl's command line: a hook for tests and
+for debugging a pod's runtime; it is printed by `--dry-run` like the real command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from launcher.config import load_spec
+from launcher.entrypoint import environment as E
+from launcher.entrypoint import ray_cluster as R
+from launcher.entrypoint.runner import DEFAULT_GRACE_S, log, run_child
+from launcher.errors import EXIT_BAD_INPUT, LauncherError
+from launcher.spec import ExperimentSpec
+from launcher.verl_args import verl_overrides
+
+VERL_COMMAND = ["python3", "-m", "verl.trainer.main_ppo"]
+CHILD_CMD_ENV = "LAUNCHER_CHILD_CMD"
+
+PrepareFn = Callable[..., object]
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m launcher.entrypoint", description=__doc__.splitlines()[0])
+    p.add_argument("--config", required=True, help="experiment config (the ConfigMap's spec.yaml)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print role, command line and environment; run nothing, touch no network")
+    p.add_argument("--prepare-data-only", action="store_true", help="prepare the dataset and exit (init container)")
+    p.add_argument("--mode", choices=["train", "eval"], default="train", help="train (default) or validation only")
+    p.add_argument("--model", default=None, help="model path for --mode eval (a merged checkpoint)")
+    return p.parse_args(argv)
+
+
+def detect_role(spec: ExperimentSpec, env: Mapping[str, str], *, dry_run: bool = False) -> tuple[E.Role, R.Topology | None]:
+    """Role of this pod and, for a multi-node PyTorchJob, its topology."""
+    if spec.backend == "rayjob":
+        if not dry_run and not env.get("RAY_ADDRESS"):
+            raise LauncherError(
+                "backend rayjob: this entrypoint runs as the Ray job driver (`ray job submit` sets RAY_ADDRESS), "
+                "but RAY_ADDRESS is not set", EXIT_BAD_INPUT)
+        return "ray-job-driver", None
+    if spec.resources.nodes == 1:
+        return "single-node", None
+    topo = R.topology_from_env(env, nodes=spec.resources.nodes, job_name=spec.job_name,
+                               default_rank=0 if dry_run else None)
+    return ("ray-head" if topo.is_head else "ray-worker"), topo
+
+
+def verl_argv(spec: ExperimentSpec, role: E.Role, *, cpus: int, mode: str, model: str | None,
+              env: Mapping[str, str]) -> list[str]:
+    """The trainer's command line: verl with the shared override list (or LAUNCHER_CHILD_CMD)."""
+    custom = env.get(CHILD_CMD_ENV)
+    if custom:
+        return shlex.split(custom)
+    # Only a pod that starts its own local Ray pins the CPU count; ray.init refuses it when attaching.
+    ray_num_cpus = cpus if role == "single-node" else None
+    return [*VERL_COMMAND, *verl_overrides(spec, mode=mode, model=model, ray_num_cpus=ray_num_cpus)]
+
+
+def attempt_id(env: Mapping[str, str]) -> str:
+    """Name of this attempt's metrics file: LAUNCHER_ATTEMPT, else the UTC start time."""
+    return env.get("LAUNCHER_ATTEMPT") or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+
+
+def _prepare_data(spec: ExperimentSpec, prepare: PrepareFn | None) -> None:
+    if prepare is None:
+        from launcher.entrypoint.gsm8k import prepare_gsm8k as prepare
+    log(f"preparing data: {spec.data.train_path}, {spec.data.val_path}")
+    result = prepare(spec, allow_download=not spec.model.offline)
+    if getattr(result, "skipped", False):
+        log("data present; nothing to prepare")
+    else:
+        rows = getattr(result, "rows", None)
+        log(f"data ready (source {getattr(result, 'source', '?')}, rows {rows})")
+
+
+def dry_run_text(spec: ExperimentSpec, role: E.Role, topo: R.Topology | None, argv: list[str],
+                 delta: Mapping[str, str], container_env: Mapping[str, str], cpus: int,
+                 settings: R.BootstrapSettings) -> str:
+    """What `--dry-run` prints: role, command lines, the environment it sets, inherited secrets by name."""
+    lines = [f"# role: {role}"]
+    if topo is not None:
+        lines.append(f"# rank {topo.rank} of {topo.nnodes}; master {topo.master_addr} ({topo.pod_name(0)})")
+        lines.append("# ray: " + shlex.join(R.ray_start_argv(topo, settings, cpus=cpus, gpus=spec.resources.gpus_per_node)))
+    if role == "ray-worker":
+        lines.append("# this pod runs no trainer; the master runs:")
+    lines.append("# command")
+    lines.append(shlex.join(argv))
+    lines.append("# environment (set or changed)")
+    lines.append(E.format_env(delta))
+    inherited = {k: v for k, v in container_env.items() if E.is_secret_name(k) and k not in delta}
+    if inherited:
+        lines.append("# inherited secrets (values never shown)")
+        lines.append(E.format_env(inherited))
+    for var, ref in (("HF_TOKEN", spec.secrets.hf_token), ("WANDB_API_KEY", spec.secrets.wandb_api_key)):
+        if ref is not None and var not in container_env:
+            lines.append(f"# warning: spec.secrets sets {var} (Secret {ref.name}/{ref.key}) but it is not in this environment")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None, *, container_env: Mapping[str, str] | None = None,
+         probe: E.ContainerProbe | None = None, prepare: PrepareFn | None = None,
+         grace_s: float | None = None) -> int:
+    """Entry point; the keyword arguments are seams for tests (defaults: the real pod)."""
+    args = parse_args(argv)
+    env = dict(os.environ if container_env is None else container_env)
+    try:
+        spec = load_spec(args.config)
+        if args.model and args.mode != "eval":
+            raise LauncherError("--model is only used with --mode eval", EXIT_BAD_INPUT)
+        role, topo = detect_role(spec, env, dry_run=args.dry_run)
+        settings = R.BootstrapSettings.from_env(env)
+    except LauncherError as exc:
+        print(f"[entrypoint] error: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_code
+
+    probe = probe or E.probe_container()
+    delta = E.env_for(spec, env, role=role, probe=probe, attempt=attempt_id(env))
+    child_argv = verl_argv(spec, role, cpus=probe.cpus, mode=args.mode, model=args.model, env=env)
+
+    if args.dry_run:
+        print(dry_run_text(spec, role, topo, child_argv, delta, env, probe.cpus, settings), flush=True)
+        return 0
+
+    log(f"role={role} experiment={spec.name} cpus={probe.cpus} gpus_per_node={spec.resources.gpus_per_node}")
+    try:
+        # Every pod: verl's driver may run on any node; skips when the init container made the files.
+        _prepare_data(spec, prepare)
+    except LauncherError as exc:
+        print(f"[entrypoint] error: data preparation failed: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_code
+    if args.prepare_data_only:
+        return 0
+
+    full_env = {**env, **delta}
+    os.environ.update(delta)  # this process too talks to Ray (GCS client) with the same settings
+    grace = DEFAULT_GRACE_S if grace_s is None else grace_s
+    cwd = _workdir(spec, delta) if role != "ray-worker" else None
+
+    if role == "ray-worker":
+        assert topo is not None
+        return R.run_worker(topo, settings, env=full_env, cpus=probe.cpus, gpus_per_node=spec.resources.gpus_per_node)
+    if role == "ray-head":
+        assert topo is not None
+        return R.run_head(topo, settings, env=full_env, cpus=probe.cpus, gpus_per_node=spec.resources.gpus_per_node,
+                          child_argv=child_argv, child_cwd=cwd, grace_s=grace)
+    log(f"starting verl: {shlex.join(child_argv)}")
+    code = run_child(child_argv, full_env, name="trainer", grace_s=grace, cwd=cwd)
+    log(f"verl exited with status {code}")
+    return code
+
+
+def _workdir(spec: ExperimentSpec, delta: Mapping[str, str]) -> str | None:
+    """Create the experiment's checkpoint (and metrics) directory; verl's cwd (Hydra writes outputs/ there)."""
+    try:
+        Path(spec.checkpoint_path).mkdir(parents=True, exist_ok=True)
+        metrics = delta.get("VERL_FILE_LOGGER_PATH")
+        if metrics:
+            Path(metrics).parent.mkdir(parents=True, exist_ok=True)
+            log(f"verl file logger: {metrics}")
+        return spec.checkpoint_path
+    except OSError as exc:
+        log(f"warning: cannot create {spec.checkpoint_path} ({exc}); verl runs in /tmp")
+        return "/tmp"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

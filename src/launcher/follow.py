@@ -1,0 +1,515 @@
+"""Follow a run's pod logs: wait through Pending, re-attach, persist raw logs, feed the metrics sink.
+
+How it stays exactly-once (no duplicated, no lost lines):
+
+- Logs are read with `timestamps=true`. Each stream (pod uid + container + restartCount, an
+  *attempt*) remembers the timestamp of the last line it handled and the lines seen at exactly that
+  timestamp (a multiset). A re-attach asks for `sinceTime=<last timestamp>`; the server truncates
+  that to whole seconds and returns the overlap again, so lines older than the mark are dropped and
+  lines at the mark are dropped once per remembered copy. A line is never lost: the server's window
+  always starts at or before the mark.
+- The positions live in `runs/<job>/logs/.follow-state.json` together with the byte length of each
+  `logs/<pod>.log`, written atomically after the raw log is flushed. A restarted launcher first cuts
+  each raw log back to the recorded length (dropping lines written after the last save), then
+  resumes from the recorded positions: the two always agree, even after SIGKILL. Metric rows need no
+  such care: `MetricsSink` ignores a row it already holds.
+- When a job is over, streams are not trusted to end (KWOK's follow stream never does, and a
+  dropped connection looks the same as the end): a terminated container is read once more without
+  `follow`, from its mark to EOF, and only then marked done. A restarted container's old log is
+  read the same way with `previous=true` before the new one is followed.
+
+Stopping is decided from job and pod status (`kube.jobs.job_state`), never from end of stream.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from launcher.errors import ClusterError
+from launcher.kube import jobs as J
+from launcher.kube.client import ApiError, Kube
+from launcher.runs import RunDir, write_atomic
+
+_TS = re.compile(rb"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ")
+STATE_VERSION = 1
+
+
+def parse_ts(line: bytes) -> tuple[int, int] | None:
+    """(epoch nanoseconds, length of the `<timestamp> ` prefix) of a `timestamps=true` log line."""
+    m = _TS.match(line)
+    if not m:
+        return None
+    import calendar
+
+    y, mo, d, h, mi, s = (int(m.group(i)) for i in range(1, 7))
+    frac = (m.group(7) or b"").ljust(9, b"0")
+    secs = calendar.timegm((y, mo, d, h, mi, s, 0, 0, 0))
+    tz = m.group(8)
+    if tz != b"Z":
+        sign = 1 if tz[:1] == b"+" else -1
+        secs -= sign * (int(tz[1:3]) * 3600 + int(tz[4:6]) * 60)
+    return secs * 1_000_000_000 + int(frac), m.end()
+
+
+def format_since(ns: int) -> str:
+    """RFC3339 for `sinceTime`, rounded down to the second (what the API keeps anyway)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ns // 1_000_000_000))
+
+
+# --------------------------------------------------------------------------------------------------
+# Persisted positions
+
+
+@dataclass
+class Position:
+    """Where one attempt's stream stands: last timestamp and the lines already handled at it."""
+
+    ns: int | None = None
+    at_mark: Counter = field(default_factory=Counter)
+    done: bool = False
+
+    def to_json(self) -> dict:
+        return {"ns": self.ns, "at_mark": dict(self.at_mark), "done": self.done}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Position:
+        return cls(d.get("ns"), Counter(d.get("at_mark") or {}), bool(d.get("done")))
+
+
+class FollowState:
+    """`.follow-state.json`: stream positions plus the raw-log lengths they correspond to."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.lock = threading.RLock()
+        self.positions: dict[str, Position] = {}
+        self.files: dict[str, int] = {}
+        self._last_save = 0.0
+        if path.exists():
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                data = {}
+            self.positions = {k: Position.from_json(v) for k, v in (data.get("streams") or {}).items()}
+            self.files = {k: int(v) for k, v in (data.get("files") or {}).items()}
+
+    def restore_files(self, logs_dir: Path) -> None:
+        """Cut each raw log back to its recorded length: bytes after it were never committed."""
+        for name, size in self.files.items():
+            p = logs_dir / name
+            if p.exists() and p.stat().st_size > size:
+                with open(p, "r+b") as f:
+                    f.truncate(size)
+
+    def position(self, key: str) -> Position:
+        with self.lock:
+            return self.positions.setdefault(key, Position())
+
+    def save(self, force: bool = False, interval: float = 0.2) -> None:
+        with self.lock:
+            now = time.monotonic()
+            if not force and now - self._last_save < interval:
+                return
+            data = {"version": STATE_VERSION, "files": dict(self.files),
+                    "streams": {k: p.to_json() for k, p in self.positions.items()}}
+            write_atomic(self.path, json.dumps(data, indent=0, sort_keys=True))
+            self._last_save = now
+
+
+# --------------------------------------------------------------------------------------------------
+# One pod's log, attempt after attempt
+
+
+LineSink = Callable[[str, str], None]  # (pod short name, line text)
+RecordSink = Callable[[list], None]  # parsed StepRecords
+StreamHook = Callable[[str, Iterator[bytes]], Iterator[bytes]]  # (stream key, chunks) -> chunks
+
+
+class PodFollower(threading.Thread):
+    """Reads one pod container's log through its restarts until told the pod is finished."""
+
+    def __init__(self, owner: LogFollower, pod: dict, container: str):
+        md = pod["metadata"]
+        super().__init__(name=f"follow-{md['name']}", daemon=True)
+        self.owner = owner
+        self.pod_name = md["name"]
+        self.uid = md.get("uid", "")
+        self.container = container
+        self.short = J.short_name(pod, owner.ref.name)
+        self.pod = pod  # latest status, updated by the owner
+        self.finish = threading.Event()  # the owner says: the job/pod is over, drain and stop
+        self.wake = threading.Event()
+        self._resp = None
+        self._resp_lock = threading.Lock()
+        self.parsers: dict[int, object] = {}
+        self.error: str | None = None
+        self.done = threading.Event()
+
+    # the owner calls these -------------------------------------------------------------------
+
+    def update(self, pod: dict) -> None:
+        old = self.restart_count
+        self.pod = pod
+        if self.restart_count != old or J.pod_finished(pod):
+            self.interrupt()
+
+    def interrupt(self) -> None:
+        """Unblock a follow read (the container restarted or finished; the job ended)."""
+        self.wake.set()
+        with self._resp_lock:
+            if self._resp is not None:
+                try:
+                    self._resp.shutdown()
+                except Exception:
+                    pass
+
+    @property
+    def restart_count(self) -> int:
+        return int(J.container_status(self.pod, self.container).get("restartCount") or 0)
+
+    def key(self, attempt: int) -> str:
+        return f"{self.pod_name}/{self.container}/{self.uid}/{attempt}"
+
+    # the thread -------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except Exception as exc:  # a follower must not die silently: the owner reports it
+            self.error = f"{self.short}: {type(exc).__name__}: {exc}"
+        finally:
+            self.done.set()
+
+    def _first_attempt(self) -> int:
+        st = self.owner.state
+        mine = [int(k.rsplit("/", 1)[1]) for k, p in st.positions.items()
+                if k.startswith(f"{self.pod_name}/{self.container}/{self.uid}/") and not p.done]
+        if mine:
+            return min(mine)
+        done = [int(k.rsplit("/", 1)[1]) for k in st.positions
+                if k.startswith(f"{self.pod_name}/{self.container}/{self.uid}/")]
+        if done:  # all read: resume after them, but never past the container that exists now
+            return min(max(done) + 1, self.restart_count)
+        # never seen this pod: its previous container's log (if it restarted) is the oldest one still readable
+        return max(self.restart_count - 1, 0)
+
+    def _run(self) -> None:
+        attempt = self._first_attempt()
+        while True:
+            current = self.restart_count
+            if attempt < current:
+                # that container is gone: its log is the "previous" one (kubelet keeps exactly one)
+                if attempt == current - 1:
+                    self._drain(attempt, previous=True)
+                else:
+                    self.owner.notice(f"[{self.short}] log of container attempt {attempt} is no longer available")
+                self._mark_done(attempt)
+                attempt += 1
+                continue
+            cs = J.container_status(self.pod, self.container)
+            state = cs.get("state") or {}
+            if self.finish.is_set() or (state.get("terminated") and J.pod_finished(self.pod)):
+                gone = self._drain(attempt, previous=False) == "gone"
+                if gone or state.get("terminated"):
+                    self._mark_done(attempt)  # a still-running container (logs without -f) stays resumable
+                return
+            if not (state.get("running") or state.get("terminated")):
+                self._sleep()  # not started yet (or waiting to restart): no log to read
+                continue
+            ended = self._read(attempt, follow=True, previous=False)
+            if ended == "eof" and not self.finish.is_set():
+                self._sleep()  # the stream ended by itself; re-attach after a beat
+
+    def _drain(self, attempt: int, *, previous: bool, tries: int = 5) -> str:
+        """Read a finished container's log to EOF; a cut read is retried from the new mark."""
+        for _ in range(tries):
+            result = self._read(attempt, follow=False, previous=previous)
+            if result != "cut":
+                return result
+        self.owner.notice(f"[{self.short}] could not read the end of the log after {tries} tries; it may be incomplete")
+        return "cut"
+
+    def _sleep(self) -> None:
+        self.wake.wait(self.owner.poll_interval)
+        self.wake.clear()
+
+    def _mark_done(self, attempt: int) -> None:
+        pos = self.owner.state.position(self.key(attempt))
+        with self.owner.state.lock:
+            pos.done = True
+        self.owner.state.save(force=True)
+
+    def _read(self, attempt: int, *, follow: bool, previous: bool) -> str:
+        """One attach: read until EOF, interruption or error. Returns "eof", "cut" or "gone"."""
+        key = self.key(attempt)
+        pos = self.owner.state.position(key)
+        replay = Counter(pos.at_mark)  # lines at the mark the server will send again
+        since = format_since(pos.ns) if pos.ns is not None else None
+        kube = self.owner.kube
+        try:
+            resp = kube.pod_log(self.pod_name, container=self.container, follow=follow, since_time=since,
+                                timestamps=True, previous=previous, read_timeout=self.owner.read_timeout)
+        except ApiError as exc:
+            if exc.status in (400, 404):  # pod gone, or no (previous) container log: nothing more to read
+                return "gone"
+            self.owner.notice(f"[{self.short}] {exc}; retrying")
+            self._sleep()
+            return "cut"
+        except ClusterError as exc:
+            self.owner.notice(f"[{self.short}] {exc}; retrying")
+            self._sleep()
+            return "cut"
+        with self._resp_lock:
+            self._resp = resp
+        if follow and (self.finish.is_set() or self.restart_count != attempt or J.pod_finished(self.pod)):
+            self.interrupt()  # the state changed between the decision and the attach
+        pending = b""
+        result = "eof"
+        try:
+            chunks = _chunks(resp)
+            if self.owner.stream_hook is not None:
+                chunks = self.owner.stream_hook(key, chunks)
+            for chunk in chunks:
+                pending += chunk
+                if b"\n" not in pending:
+                    continue
+                complete, _, pending = pending.rpartition(b"\n")
+                self._handle(attempt, pos, replay, complete.split(b"\n"))
+        except Exception:  # timeout, reset, shutdown(): a partial last line is dropped, the re-attach resends it
+            result = "cut"
+        finally:
+            with self._resp_lock:
+                self._resp = None
+            try:
+                resp.release_conn()
+            except Exception:
+                pass
+        if pending and result == "eof" and not follow:
+            # a finished log may lack its final newline; the line is complete
+            self._handle(attempt, pos, replay, [pending])
+        return result
+
+    def _handle(self, attempt: int, pos: Position, replay: Counter, lines: list[bytes]) -> None:
+        """Dedupe at the mark, append to the raw log, feed metrics, then record the new position."""
+        out: list[str] = []
+        for raw in lines:
+            if raw.endswith(b"\r"):
+                raw = raw[:-1]
+            ts = parse_ts(raw)
+            if ts is None:
+                continue  # not a log line (timestamps=true prefixes every line); nothing to place it by
+            ns, cut = ts
+            text = raw[cut:].decode("utf-8", "replace")
+            with self.owner.state.lock:
+                if pos.ns is not None and ns < pos.ns:
+                    continue
+                if pos.ns is not None and ns == pos.ns:
+                    if replay[text] > 0:
+                        replay[text] -= 1
+                        continue
+                    pos.at_mark[text] += 1
+                else:
+                    pos.ns = ns
+                    pos.at_mark = Counter({text: 1})
+                    replay.clear()
+            out.append(text)
+        if out:
+            self.owner.deliver(self, attempt, out, pos)
+
+
+def _chunks(resp) -> Iterator[bytes]:
+    """Bytes as they arrive (chunked transfer: one HTTP chunk at a time; else whatever read1 has)."""
+    if getattr(resp, "chunked", False):
+        yield from resp.stream(None, decode_content=True)
+        return
+    while True:
+        data = resp.read1(65536)
+        if not data:
+            return
+        yield data
+
+
+# --------------------------------------------------------------------------------------------------
+# The run
+
+
+@dataclass
+class FollowResult:
+    state: J.JobState
+    lines: int
+    rows: int
+    errors: list[str]
+
+
+class LogFollower:
+    """Follows every pod of a run until the job finishes (or, with `follow=False`, prints what is there)."""
+
+    def __init__(self, kube: Kube, ref: J.JobRef, run_dir: RunDir, *, container: str | None = None,
+                 pods: Iterable[str] | None = None, on_line: LineSink | None = None,
+                 on_records: RecordSink | None = None, on_notice: Callable[[str], None] | None = None,
+                 on_status: Callable[[J.JobState, list[dict]], None] | None = None,
+                 poll_interval: float = 1.0, read_timeout: float = 30.0, stream_hook: StreamHook | None = None,
+                 metrics: bool = True):
+        self.kube = kube
+        self.ref = ref
+        self.run_dir = run_dir.ensure()
+        self.container = container
+        self.pod_filter = set(pods) if pods else None
+        self.on_line = on_line or (lambda pod, line: None)
+        self.on_records = on_records or (lambda recs: None)
+        self.on_notice = on_notice or (lambda msg: None)
+        self.on_status = on_status or (lambda st, pods: None)
+        self.poll_interval = poll_interval
+        self.read_timeout = read_timeout
+        self.stream_hook = stream_hook
+        self._lock_fd = _lock(run_dir.follow_state.with_suffix(".lock"))
+        self.state = FollowState(run_dir.follow_state)
+        self.state.restore_files(run_dir.logs)
+        self._files: dict[str, object] = {}
+        self._deliver_lock = threading.Lock()
+        self.followers: dict[str, PodFollower] = {}
+        self.lines = 0
+        self.rows = 0
+        self._notices: set[str] = set()
+        self.sink = None
+        if metrics:
+            from launcher.metrics import MetricsSink
+
+            self.sink = MetricsSink(run_dir.path, derived_interval_s=5.0)
+
+    # called by PodFollower threads -----------------------------------------------------------
+
+    def notice(self, msg: str) -> None:
+        if msg not in self._notices:
+            self._notices.add(msg)
+            self.on_notice(msg)
+
+    def deliver(self, pf: PodFollower, attempt: int, lines: list[str], pos: Position) -> None:
+        """Raw log first (flushed), then metrics, then the position: a crash between steps re-reads, never skips."""
+        from launcher.metrics import LogParser
+
+        with self._deliver_lock:
+            fname = f"{pf.pod_name}.log"
+            f = self._files.get(fname)
+            if f is None:
+                f = self._files[fname] = open(self.run_dir.logs / fname, "ab")
+            f.write(("\n".join(lines) + "\n").encode("utf-8"))
+            f.flush()
+            size = f.tell()
+            for line in lines:
+                self.on_line(pf.short, line)
+            self.lines += len(lines)
+            if self.sink is not None:
+                parser = pf.parsers.setdefault(attempt, LogParser())
+                recs = parser.feed_lines(lines)
+                if recs:
+                    self.rows += self.sink.add_many(recs, attempt=attempt)
+                    self.on_records(recs)
+            with self.state.lock:
+                self.state.files[fname] = size
+            self.state.save()
+
+    # main loop -------------------------------------------------------------------------------
+
+    def run(self, *, follow: bool = True, timeout: float | None = None) -> FollowResult:
+        """Follow until the job is finished (status, not end of stream); `follow=False` reads what exists."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        finishing = not follow
+        st = J.job_state(self.ref.backend, self.ref.obj)
+        try:
+            while True:
+                obj = self.kube.get(self.ref.resource, self.ref.name)
+                st = J.job_state(self.ref.backend, obj)
+                pods = self._pods()
+                self.on_status(st, pods)
+                if st.finished or (deadline is not None and time.monotonic() > deadline):
+                    finishing = True
+                for pod in pods:
+                    self._track(pod, finishing)
+                if finishing:
+                    for pf in self.followers.values():
+                        pf.finish.set()
+                        pf.interrupt()
+                    for pf in self.followers.values():
+                        pf.join()
+                    break
+                time.sleep(self.poll_interval)
+        finally:
+            for pf in self.followers.values():
+                pf.finish.set()
+                pf.interrupt()
+            for pf in self.followers.values():
+                pf.join(timeout=10)
+            self.close()
+        errors = [pf.error for pf in self.followers.values() if pf.error]
+        return FollowResult(st, self.lines, self.rows, errors)
+
+    def _pods(self) -> list[dict]:
+        pods = J.job_pods(self.kube, self.ref)
+        if self.pod_filter:
+            pods = [p for p in pods if p["metadata"]["name"] in self.pod_filter
+                    or J.short_name(p, self.ref.name) in self.pod_filter]
+        return pods
+
+    def _track(self, pod: dict, finishing: bool) -> None:
+        md = pod["metadata"]
+        uid = md.get("uid") or md["name"]
+        pf = self.followers.get(uid)
+        if pf is not None:
+            pf.update(pod)
+            return
+        container = J.main_container(pod, self.container)
+        if container is None:
+            self.notice(f"[{md['name']}] has no container {self.container!r}")
+            return
+        phase = (pod.get("status") or {}).get("phase")
+        cs = J.container_status(pod, container)
+        started = bool((cs.get("state") or {}).get("running") or (cs.get("state") or {}).get("terminated")
+                       or cs.get("restartCount"))
+        if not started:
+            self.notice(f"[{J.short_name(pod, self.ref.name)}] {phase or 'Pending'}: {J.pending_reason(pod)}")
+            return
+        pf = PodFollower(self, pod, container)
+        if finishing:
+            pf.finish.set()
+        self.followers[uid] = pf
+        pf.start()
+
+    def close(self) -> None:
+        with self._deliver_lock:
+            for f in self._files.values():
+                f.close()
+            self._files.clear()
+            self.state.save(force=True)
+            if self.sink is not None:
+                self.sink.close()
+                self.sink = None
+            if self._lock_fd is not None:
+                import os
+
+                os.close(self._lock_fd)  # releases the flock
+                self._lock_fd = None
+
+
+def _lock(path: Path) -> int:
+    """One follower per run directory: two would cut each other's raw logs back on start."""
+    import fcntl
+    import os
+
+    from launcher.errors import BadInput
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise BadInput(f"another launcher is already following this run (lock {path}); stop it first") from None
+    return fd

@@ -1,0 +1,31 @@
+"""The one seam over the Kubernetes API (`Kube`) and what the launcher reads from it (`jobs`).
+
+Only this package talks to the API server (ARCHITECTURE.md "Walls"); it never imports verl or the
+templates. `client` is the generic REST seam with one-line errors; `jobs` interprets job/pod status
+(state, why a pod is stuck) and finds a run's pods by label.
+"""
+
+from launcher.kube.client import (
+    BATCH_JOB,
+    CONFIGMAP,
+    EVENT,
+    JOB_RESOURCES,
+    LOCALQUEUE,
+    NAMESPACE,
+    NODE,
+    POD,
+    PVC,
+    PYTORCHJOB,
+    RAYJOB,
+    ApiError,
+    ClusterTimeout,
+    ClusterUnreachable,
+    Kube,
+    Resource,
+    resource_of,
+)
+
+__all__ = [
+    "BATCH_JOB", "CONFIGMAP", "EVENT", "JOB_RESOURCES", "LOCALQUEUE", "NAMESPACE", "NODE", "POD", "PVC",
+    "PYTORCHJOB", "RAYJOB", "ApiError", "ClusterTimeout", "ClusterUnreachable", "Kube", "Resource", "resource_of",
+]

@@ -1,0 +1,342 @@
+"""The one seam over the Kubernetes API: every request the launcher sends goes through `Kube`.
+
+`Kube(api_client, namespace)` takes an injectable `kubernetes.client.ApiClient` (tests pass one
+bound to a fake or a local server); `Kube.connect(kubeconfig, context, namespace)` builds one from a
+kubeconfig the way kubectl does. Objects travel as plain dicts (what `render` produces and what the
+server returns), through one generic REST path, so PyTorchJob, RayJob, ConfigMap and Pod are all
+handled alike and no typed model can drop a field it does not know.
+
+Every failure becomes one line: `ClusterError` (exit 3) for 401/403/409/422/5xx, timeouts and an
+unreachable server; 404 is returned as `None` by `get` (callers decide what "missing" means).
+Messages name the server URL and the object, never credentials (a kubeconfig's token or key never
+reaches a message: `ApiException.__str__` prints response headers, so we never use it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from launcher.errors import BadInput, ClusterError
+
+# Seconds: connect, read. Reads are bounded so a dead connection surfaces as a timeout, not a hang.
+DEFAULT_TIMEOUT = (10.0, 30.0)
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Where a kind lives in the REST API."""
+
+    kind: str
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+        if sub:
+            base += f"/{sub}"
+        return base
+
+
+PYTORCHJOB = Resource("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs")
+RAYJOB = Resource("RayJob", "ray.io", "v1", "rayjobs")
+CONFIGMAP = Resource("ConfigMap", "", "v1", "configmaps")
+PVC = Resource("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims")
+POD = Resource("Pod", "", "v1", "pods")
+EVENT = Resource("Event", "", "v1", "events")
+NODE = Resource("Node", "", "v1", "nodes", namespaced=False)
+NAMESPACE = Resource("Namespace", "", "v1", "namespaces", namespaced=False)
+BATCH_JOB = Resource("Job", "batch", "v1", "jobs")
+LOCALQUEUE = Resource("LocalQueue", "kueue.x-k8s.io", "v1beta1", "localqueues")
+
+KINDS: dict[tuple[str, str], Resource] = {
+    (r.api_version, r.kind): r for r in (PYTORCHJOB, RAYJOB, CONFIGMAP, PVC, POD, EVENT, NODE, NAMESPACE,
+                                          BATCH_JOB, LOCALQUEUE)
+}
+JOB_RESOURCES = {"pytorchjob": PYTORCHJOB, "rayjob": RAYJOB}
+
+
+def resource_of(obj: dict) -> Resource:
+    """The `Resource` of a rendered object (its apiVersion + kind)."""
+    key = (obj.get("apiVersion", ""), obj.get("kind", ""))
+    if key not in KINDS:
+        raise BadInput(f"unsupported object kind {key[1]!r} ({key[0]!r})")
+    return KINDS[key]
+
+
+
+class Kube:
+    """Namespaced access to the API server. Construct with an ApiClient; see `connect`."""
+
+    def __init__(self, api_client, namespace: str = "default", *, timeout: tuple[float, float] = DEFAULT_TIMEOUT):
+        self.api = api_client
+        self.namespace = namespace
+        self.timeout = timeout
+
+    # -- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def connect(cls, kubeconfig: str | None = None, context: str | None = None,
+                namespace: str | None = None) -> Kube:
+        """Load a kubeconfig like kubectl (`--kubeconfig`, `$KUBECONFIG`, `~/.kube/config`, in-cluster).
+
+        The namespace is the explicit one, else the context's, else `default`.
+        """
+        from kubernetes import client, config
+        from kubernetes.config.config_exception import ConfigException
+
+        cfg = client.Configuration()
+        ctx_ns = None
+        # The client reads $KUBECONFIG once, at import; read it per call like kubectl (and tests) expect.
+        kubeconfig = kubeconfig or os.environ.get("KUBECONFIG") or None
+        try:
+            try:
+                contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
+                chosen = next((c for c in contexts if c["name"] == context), None) if context else active
+                if context and chosen is None:
+                    raise BadInput(f"--context {context}: no such context in the kubeconfig")
+                ctx_ns = (chosen or {}).get("context", {}).get("namespace")
+                config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+            except (ConfigException, FileNotFoundError) as exc:
+                if kubeconfig or context:
+                    raise BadInput(f"kubeconfig: {_one_line(exc)}") from None
+                try:
+                    config.load_incluster_config(client_configuration=cfg)
+                except ConfigException:
+                    raise ClusterError(
+                        "no cluster configured: no kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) "
+                        "and not running in a pod") from None
+        except OSError as exc:
+            raise BadInput(f"kubeconfig: {exc.strerror or exc}") from None
+        # One quick retry for a connection blip; a down server should fail fast with a clear line.
+        cfg.retries = 1
+        return cls(client.ApiClient(cfg), namespace or ctx_ns or "default")
+
+    @property
+    def server(self) -> str:
+        return getattr(self.api.configuration, "host", "?")
+
+    # -- generic REST -------------------------------------------------------------------------
+
+    def request(self, method: str, path: str, *, query: dict | None = None, body: Any = None,
+                content_type: str = "application/json", stream: bool = False,
+                timeout: tuple[float, float] | float | None = None, what: str = ""):
+        """One HTTP request; JSON in, JSON (dict) out, or the raw urllib3 response when `stream`.
+
+        Raises `ClusterError` with one line for every failure; `ApiError` keeps the status so
+        callers can branch on 404/409.
+        """
+        from kubernetes.client.exceptions import ApiException
+
+        q = [(k, _qv(v)) for k, v in (query or {}).items() if v is not None]
+        headers = {"Accept": "application/json, */*", "Content-Type": content_type}
+        try:
+            params = self.api.param_serialize(method=method, resource_path=path, query_params=q,
+                                              header_params=headers, body=body, auth_settings=["BearerToken"])
+            resp = self.api.call_api(*params, _request_timeout=timeout or self.timeout)
+            if not 200 <= resp.status <= 299:
+                resp.read()
+                raise ApiError(resp.status, _status_message(resp.response.data), what or f"{method} {path}",
+                               self.server)
+            if stream:
+                return resp.response
+            data = resp.read()
+            return json.loads(data) if data else {}
+        except ApiError:
+            raise
+        except ApiException as exc:  # status 0: SSL or request-building problems
+            raise ClusterError(f"cannot talk to the API server at {self.server}: {_one_line(exc.reason)}") from None
+        except Exception as exc:  # urllib3/socket errors: unreachable, refused, timed out
+            raise self._network_error(exc, what or f"{method} {path}") from None
+
+    def _network_error(self, exc: Exception, what: str) -> ClusterError:
+        import urllib3.exceptions as ue
+
+        text = _one_line(exc)
+        if isinstance(exc, (ue.ReadTimeoutError, ue.ConnectTimeoutError, socket.timeout, TimeoutError)) \
+                or "timed out" in text.lower():
+            return ClusterTimeout(f"the API server at {self.server} did not answer in time ({what})")
+        if "refused" in text.lower():
+            return ClusterUnreachable(f"cannot reach the API server at {self.server}: connection refused")
+        if isinstance(exc, ue.SSLError) or "ssl" in text.lower() or "certificate" in text.lower():
+            return ClusterError(f"TLS error talking to the API server at {self.server}: check the kubeconfig's CA")
+        if isinstance(exc, (ue.HTTPError, OSError)):
+            return ClusterUnreachable(f"cannot reach the API server at {self.server}: {_short_cause(exc)}")
+        return ClusterError(f"request to the API server at {self.server} failed ({what}): {type(exc).__name__}")
+
+    # -- typed helpers ------------------------------------------------------------------------
+
+    def get(self, res: Resource, name: str, *, namespace: str | None = None) -> dict | None:
+        """The object, or None when it does not exist (404)."""
+        try:
+            return self.request("GET", res.path(namespace or self.namespace, name), what=f"get {res.kind} {name}")
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list(self, res: Resource, *, selector: str | None = None, field_selector: str | None = None,
+             namespace: str | None = None, all_namespaces: bool = False) -> list[dict]:
+        """Items matching a label selector (kubectl `get -l`)."""
+        ns = None if all_namespaces else (namespace or self.namespace)
+        out = self.request("GET", res.path(ns), query={"labelSelector": selector, "fieldSelector": field_selector},
+                           what=f"list {res.plural}")
+        return out.get("items") or []
+
+    def create(self, obj: dict, *, dry_run: bool = False) -> dict:
+        """Create `obj` in its namespace; `dry_run` is kubectl's `--dry-run=server` (dryRun=All)."""
+        res = resource_of(obj)
+        ns = obj.get("metadata", {}).get("namespace") or self.namespace
+        name = obj.get("metadata", {}).get("name", "?")
+        return self.request("POST", res.path(ns), body=obj, query={"dryRun": "All" if dry_run else None},
+                            what=f"create {res.kind} {name}")
+
+    def patch(self, res: Resource, name: str, patch: dict, *, namespace: str | None = None,
+              sub: str | None = None) -> dict:
+        """JSON merge patch (kubectl `patch --type merge`)."""
+        return self.request("PATCH", res.path(namespace or self.namespace, name, sub), body=patch,
+                            content_type="application/merge-patch+json", what=f"patch {res.kind} {name}")
+
+    def delete(self, res: Resource, name: str, *, propagation: str = "Background",
+               namespace: str | None = None) -> bool:
+        """Delete with a propagation policy (Foreground/Background/Orphan); False when already gone."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
+        try:
+            self.request("DELETE", res.path(namespace or self.namespace, name), body=body,
+                         what=f"delete {res.kind} {name}")
+            return True
+        except ApiError as exc:
+            if exc.status == 404:
+                return False
+            raise
+
+    def watch(self, res: Resource, *, selector: str | None = None, resource_version: str | None = None,
+              timeout_seconds: int = 30) -> Iterator[dict]:
+        """Watch events `{type, object}` (kubectl `get -w`); ends after `timeout_seconds` server-side."""
+        resp = self.request("GET", res.path(self.namespace),
+                            query={"watch": "true", "labelSelector": selector, "resourceVersion": resource_version,
+                                   "timeoutSeconds": timeout_seconds, "allowWatchBookmarks": "false"},
+                            stream=True, timeout=(self.timeout[0], timeout_seconds + 10), what=f"watch {res.plural}")
+        buf = b""
+        try:
+            for chunk in resp.stream(None, decode_content=True):
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+        except Exception as exc:
+            raise self._network_error(exc, f"watch {res.plural}") from None
+        finally:
+            resp.release_conn()
+
+    def pod_log(self, pod: str, *, container: str | None = None, follow: bool = False,
+                since_time: str | None = None, timestamps: bool = True, previous: bool = False,
+                tail_lines: int | None = None, read_timeout: float | None = None):
+        """The pod's log as a raw streaming HTTP response (urllib3), kubectl `logs` semantics.
+
+        `since_time` is RFC3339; the server truncates it to whole seconds, so callers dedupe the
+        boundary (see `follow`). Caller reads with `.stream()`/`.read1()` and closes it.
+        """
+        query = {"container": container, "follow": "true" if follow else None,
+                 "sinceTime": since_time, "timestamps": "true" if timestamps else None,
+                 "previous": "true" if previous else None, "tailLines": tail_lines}
+        return self.request("GET", POD.path(self.namespace, pod, "log"), query=query, stream=True,
+                            timeout=(self.timeout[0], read_timeout or self.timeout[1]), what=f"logs of pod {pod}")
+
+    def events_for(self, names: set[str]) -> list[dict]:
+        """Events in the namespace whose involved object is one of `names`, oldest first."""
+        items = [e for e in self.list(EVENT) if (e.get("involvedObject") or {}).get("name") in names]
+        return sorted(items, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or
+                      (e.get("metadata") or {}).get("creationTimestamp") or "")
+
+    def api_group_has(self, res: Resource) -> bool:
+        """Whether the server serves `res` (its CRD is installed): API discovery, kubectl `api-resources`."""
+        try:
+            out = self.request("GET", f"/apis/{res.group}/{res.version}" if res.group else f"/api/{res.version}",
+                               what=f"discover {res.api_version}")
+        except ApiError as exc:
+            if exc.status in (404, 503):
+                return False
+            raise
+        return any(r.get("name") == res.plural for r in out.get("resources") or [])
+
+
+class ApiError(ClusterError):
+    """A non-2xx answer from the API server: one line, with the status kept for callers."""
+
+    def __init__(self, status: int, server_message: str, what: str, server: str):
+        self.status = status
+        self.server_message = server_message
+        super().__init__(_status_line(status, server_message, what, server))
+
+
+class ClusterUnreachable(ClusterError):
+    """No TCP/TLS connection to the API server."""
+
+
+class ClusterTimeout(ClusterError):
+    """The API server accepted the connection but did not answer in time."""
+
+
+def _status_line(status: int, message: str, what: str, server: str) -> str:
+    msg = message or "no details"
+    if status == 401:
+        return (f"the API server at {server} refused the credentials (401 Unauthorized) while trying to {what}: "
+                "check --kubeconfig/--context")
+    if status == 403:
+        return f"forbidden (403) to {what}: {msg}"
+    if status == 404:
+        return f"not found (404): {what}: {msg}"
+    if status == 409:
+        return f"conflict (409) on {what}: {msg}"
+    if status == 422:
+        return f"the API server rejected {what} as invalid (422): {msg}"
+    if status == 429 or status >= 500:
+        return f"the API server at {server} failed to {what} ({status}): {msg}"
+    return f"the API server answered {status} to {what}: {msg}"
+
+
+def _status_message(data: bytes | None) -> str:
+    """`message` of a Kubernetes Status body, on one line; never the raw body of something else."""
+    if not data:
+        return ""
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return _one_line(data[:200].decode("utf-8", "replace"))
+    return _one_line(body.get("message", "")) if isinstance(body, dict) else ""
+
+
+def _qv(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def _one_line(x: Any) -> str:
+    return " ".join(str(x).split())
+
+
+def _short_cause(exc: Exception) -> str:
+    """The innermost reason of a urllib3 retry error ('Name or service not known', ...)."""
+    reason = getattr(exc, "reason", None) or exc
+    text = _one_line(reason)
+    # urllib3 prints "<urllib3.connection.HTTPSConnection object at 0x...>: Failed to ..."; keep the human part
+    if ">: " in text:
+        text = text.split(">: ", 1)[1]
+    return text[:200]

@@ -1,0 +1,239 @@
+"""What a run's objects say: job state, its pods (by label), and why a pod is stuck.
+
+Pure functions over the dicts the API returns, plus two lookups through `Kube` (`find_run`,
+`job_pods`). PyTorchJob state comes from its conditions; RayJob state from `jobDeploymentStatus` and
+`jobStatus` (the submitter's exit code can lie: kuberay#3211).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from launcher import labels as L
+from launcher.errors import BadInput
+from launcher.kube.client import JOB_RESOURCES, POD, Kube
+
+# Labels the Job controller puts on a Job's pods; the RayJob submitter Job is named like the RayJob.
+JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
+RAY_CLUSTER_LABEL = "ray.io/cluster"
+# Containers whose log carries the training output, per pod kind (first match wins).
+MAIN_CONTAINERS = ("pytorch", "ray-head", "ray-job-submitter", "ray-worker")
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """A run: backend, name and the job object as last read."""
+
+    backend: str  # "pytorchjob" | "rayjob"
+    name: str
+    obj: dict
+
+    @property
+    def resource(self):
+        return JOB_RESOURCES[self.backend]
+
+    @property
+    def labels(self) -> dict:
+        return (self.obj.get("metadata") or {}).get("labels") or {}
+
+    @property
+    def experiment(self) -> str:
+        return self.labels.get(L.EXPERIMENT_LABEL, "")
+
+
+@dataclass(frozen=True)
+class JobState:
+    """The job's state in one word plus whether it is over and why."""
+
+    phase: str  # Pending | Suspended | Running | Restarting | Succeeded | Failed | Unknown
+    finished: bool
+    succeeded: bool
+    reason: str = ""
+    conditions: list = field(default_factory=list)
+
+
+def owned(obj: dict) -> bool:
+    """Objects the launcher may touch carry app.kubernetes.io/part-of=grpo-launcher."""
+    return ((obj.get("metadata") or {}).get("labels") or {}).get("app.kubernetes.io/part-of") == L.PART_OF
+
+
+def job_state(backend: str, obj: dict | None) -> JobState:
+    """Interpret a PyTorchJob's conditions or a RayJob's deployment/job status."""
+    if obj is None:
+        return JobState("Deleted", True, False, "the job was deleted")
+    status = obj.get("status") or {}
+    if backend == "rayjob":
+        dep = status.get("jobDeploymentStatus") or ""
+        js = status.get("jobStatus") or ""
+        reason = " ".join(x for x in (status.get("reason") or "", status.get("message") or "") if x)
+        if dep == "Complete":
+            ok = js == "SUCCEEDED"
+            return JobState("Succeeded" if ok else "Failed", True, ok, reason or f"jobStatus {js or '?'}")
+        if dep in ("Failed", "ValidationFailed"):
+            return JobState("Failed", True, False, reason or dep)
+        if dep in ("Suspended", "Suspending"):
+            return JobState("Suspended", False, False, reason)
+        if dep == "Retrying":
+            return JobState("Restarting", False, False, reason)
+        if dep == "Running":
+            return JobState("Running", False, False, reason)
+        return JobState("Pending", False, False, reason or (dep or "not started"))
+    conds = [c for c in status.get("conditions") or [] if c.get("status") == "True"]
+    by_type = {c.get("type"): c for c in conds}
+    for kind, ok in (("Succeeded", True), ("Failed", False)):
+        if kind in by_type:
+            c = by_type[kind]
+            return JobState(kind, True, ok, _cond_text(c), conds)
+    if (obj.get("spec") or {}).get("runPolicy", {}).get("suspend") or "Suspended" in by_type:
+        return JobState("Suspended", False, False, _cond_text(by_type.get("Suspended", {})), conds)
+    for kind in ("Restarting", "Running"):
+        if kind in by_type:
+            return JobState(kind, False, False, _cond_text(by_type[kind]), conds)
+    return JobState("Pending", False, False, _cond_text(by_type.get("Created", {})), conds)
+
+
+def _cond_text(c: dict) -> str:
+    return " ".join(x for x in (c.get("reason") or "", c.get("message") or "") if x)
+
+
+def find_run(kube: Kube, name: str, backends=("pytorchjob", "rayjob")) -> JobRef:
+    """NAME is a job name, or an experiment name meaning its newest run (BadInput when neither)."""
+    for backend in backends:
+        obj = kube.get(JOB_RESOURCES[backend], name)
+        if obj is not None:
+            if not owned(obj):
+                raise BadInput(f"{JOB_RESOURCES[backend].kind} {name} in namespace {kube.namespace} was not created "
+                               f"by the launcher (no label app.kubernetes.io/part-of={L.PART_OF}); not touching it")
+            return JobRef(backend, name, obj)
+    runs = list_runs(kube, experiment=name, backends=backends)
+    if runs:
+        return max(runs, key=lambda r: (r.obj.get("metadata") or {}).get("creationTimestamp") or "")
+    raise BadInput(f"no run named {name!r} in namespace {kube.namespace} (neither a job nor an experiment "
+                   f"with label {L.EXPERIMENT_LABEL}={name})")
+
+
+def list_runs(kube: Kube, experiment: str | None = None, backends=("pytorchjob", "rayjob")) -> list[JobRef]:
+    """The launcher's jobs in the namespace (optionally of one experiment). Skips a backend whose CRD is absent."""
+    from launcher.kube.client import ApiError
+
+    selector = L.OWNED_SELECTOR + (f",{L.EXPERIMENT_LABEL}={experiment}" if experiment else "")
+    out = []
+    for backend in backends:
+        try:
+            items = kube.list(JOB_RESOURCES[backend], selector=selector)
+        except ApiError as exc:
+            if exc.status == 404:  # CRD not installed: no runs of that backend
+                continue
+            raise
+        out += [JobRef(backend, i["metadata"]["name"], i) for i in items]
+    return out
+
+
+def pod_selectors(ref: JobRef) -> list[str]:
+    """Label selectors of the run's pods: our template labels; for RayJob also the submitter Job's pod."""
+    sels = [L.instance_selector(ref.name)]
+    if ref.backend == "rayjob":
+        sels += [f"{lbl}={ref.name}" for lbl in JOB_NAME_LABELS]
+    return sels
+
+
+def job_pods(kube: Kube, ref: JobRef) -> list[dict]:
+    """The run's pods, found by label (never by name), oldest first, each once."""
+    seen: dict[str, dict] = {}
+    for sel in pod_selectors(ref):
+        for pod in kube.list(POD, selector=sel):
+            md = pod.get("metadata") or {}
+            if sel.startswith(JOB_NAME_LABELS) and not _owned_by_job(md, ref.name):
+                continue  # a batch Job that happens to share the name but is not the RayJob's submitter
+            seen.setdefault(md.get("uid") or md.get("name"), pod)
+    return sorted(seen.values(), key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "",
+                                                 p["metadata"]["name"]))
+
+
+def _owned_by_job(md: dict, job: str) -> bool:
+    return any(o.get("kind") == "Job" and o.get("name") == job for o in md.get("ownerReferences") or [])
+
+
+def is_submitter(pod: dict) -> bool:
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return any(k in labels for k in JOB_NAME_LABELS) and RAY_CLUSTER_LABEL not in labels
+
+
+def short_name(pod: dict, job: str) -> str:
+    """`master-0`, `worker-1`, `submitter`, `head-x7k2p`: the pod name without the job prefix."""
+    name = pod["metadata"]["name"]
+    if is_submitter(pod):
+        return "submitter"
+    if name.startswith(job + "-"):
+        rest = name[len(job) + 1:]
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        if RAY_CLUSTER_LABEL in labels and "-" in rest:  # <job>-<5 chars>-head-<5 chars>: drop the cluster suffix
+            head, _, tail = rest.partition("-")
+            return tail if len(head) == 5 else rest
+        return rest
+    return name
+
+
+def main_container(pod: dict, wanted: str | None = None) -> str | None:
+    """The container whose log to follow: `wanted`, else the training one, else the first."""
+    names = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
+    if wanted:
+        return wanted if wanted in names else None
+    for n in MAIN_CONTAINERS:
+        if n in names:
+            return n
+    return names[0] if names else None
+
+
+def container_status(pod: dict, container: str) -> dict:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == container:
+            return cs
+    return {}
+
+
+def pod_finished(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def pod_problem(pod: dict) -> str | None:
+    """Why a pod is not (or no longer) running, in the words a user needs; None when it is fine."""
+    st = pod.get("status") or {}
+    if st.get("reason") == "Evicted":
+        return f"Evicted: {st.get('message') or ''}".strip()
+    for c in st.get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False":
+            return f"{c.get('reason') or 'Unschedulable'}: {c.get('message') or ''}".strip()
+    for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
+        state = cs.get("state") or {}
+        w = state.get("waiting") or {}
+        if w.get("reason") in ("ImagePullBackOff", "ErrImagePull", "CrashLoopBackOff", "CreateContainerConfigError",
+                               "CreateContainerError", "InvalidImageName", "RunContainerError"):
+            last = ((cs.get("lastState") or {}).get("terminated") or {}).get("reason")
+            extra = f" (last exit: {last})" if last else ""
+            return f"{w['reason']} in container {cs.get('name')}: {w.get('message') or ''}{extra}".strip()
+        t = state.get("terminated") or (cs.get("lastState") or {}).get("terminated") or {}
+        if t.get("reason") == "OOMKilled":
+            return f"OOMKilled: container {cs.get('name')} ran out of memory (exit {t.get('exitCode')})"
+        if (state.get("terminated") or {}).get("exitCode") not in (None, 0):
+            t = state["terminated"]
+            return f"container {cs.get('name')} exited {t.get('exitCode')} ({t.get('reason') or 'Error'})"
+    return None
+
+
+def pending_reason(pod: dict) -> str:
+    """Why a Pending pod is pending (scheduler message, image pull, ...), or 'waiting to start'."""
+    return pod_problem(pod) or "waiting to start (scheduled, containers creating)"
+
+
+def age(timestamp: str | None, now: dt.datetime | None = None) -> str:
+    """kubectl-style age: 45s, 12m, 3h, 2d."""
+    if not timestamp:
+        return "?"
+    t = dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    s = int(((now or dt.datetime.now(dt.timezone.utc)) - t).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size * (2 if unit != "m" else 1):
+            return f"{s // size}{unit}"
+    return f"{max(s, 0)}s"

@@ -1,0 +1,90 @@
+"""Fixtures for end-to-end tests against the real local control plane (hack/cluster, `make cluster-up`).
+
+- ``kube_cluster`` (session): reuses the running cluster that hack/cluster/up.sh started (marker file + ConfigMap
+  kube-system/grpo-launcher-cluster with the same id), or starts one. It never uses KUBECONFIG or ~/.kube/config,
+  so it cannot touch a cluster it did not start. It is left running (later sessions reuse it).
+- ``kube_api``: a kubernetes ApiClient bound to that cluster's kubeconfig.
+- ``tools_bin``: directory with the cached kubectl and helm; also exported as env GRPO_TOOLS_BIN.
+- ``namespace`` (function): a fresh namespace per test, deleted afterwards (jobs first, so finalizers run).
+"""
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+import kwok_support as ks
+
+
+@pytest.fixture(scope="session")
+def kube_cluster() -> ks.ClusterInfo:
+    info = ks.ensure_cluster()
+    os.environ["GRPO_TOOLS_BIN"] = str(info.tools_bin)
+    return info
+
+
+@pytest.fixture(scope="session")
+def tools_bin(kube_cluster: ks.ClusterInfo):
+    return kube_cluster.tools_bin
+
+
+@pytest.fixture(scope="session")
+def kube_api(kube_cluster: ks.ClusterInfo):
+    return kube_cluster.api_client()
+
+
+def _delete_jobs(api, ns: str) -> None:
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    co = client.CustomObjectsApi(api)
+    for group, version, plural in (("ray.io", "v1", "rayjobs"), ("kubeflow.org", "v1", "pytorchjobs"),
+                                   ("ray.io", "v1", "rayclusters")):
+        try:
+            items = co.list_namespaced_custom_object(group, version, ns, plural)["items"]
+        except ApiException:
+            continue
+        for it in items:
+            try:
+                co.delete_namespaced_custom_object(group, version, ns, plural, it["metadata"]["name"],
+                                                   propagation_policy="Foreground")
+            except ApiException as e:
+                if e.status != 404:
+                    raise
+        # wait for the operators to drop their finalizers
+        try:
+            ks.wait_for(lambda: not co.list_namespaced_custom_object(group, version, ns, plural)["items"],
+                        timeout=60, what=f"{plural} in {ns} to be deleted")
+        except TimeoutError:
+            for it in co.list_namespaced_custom_object(group, version, ns, plural)["items"]:
+                co.patch_namespaced_custom_object(group, version, ns, plural, it["metadata"]["name"],
+                                                  {"metadata": {"finalizers": None}})
+
+
+@pytest.fixture
+def namespace(kube_cluster: ks.ClusterInfo, kube_api, request):
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    core = client.CoreV1Api(kube_api)
+    base = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
+    ns = f"e2e-{base}-{uuid.uuid4().hex[:6]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(
+        name=ns, labels={ks.E2E_NAMESPACE_LABEL: ns})))
+    # the ServiceAccount admission plugin rejects pods until kube-controller-manager created `default`
+    ks.wait_for(lambda: core.read_namespaced_service_account("default", ns), timeout=60,
+                what=f"serviceaccount default in {ns}")
+    yield ns
+    _delete_jobs(kube_api, ns)
+    co = client.CustomObjectsApi(kube_api)
+    try:
+        co.delete_collection_cluster_custom_object(ks.KWOK_GROUP, ks.KWOK_VERSION, "clusterlogs",
+                                                   label_selector=f"{ks.E2E_NAMESPACE_LABEL}={ns}")
+    except ApiException:
+        pass
+    try:
+        core.delete_namespace(ns)
+    except ApiException as e:
+        if e.status != 404:
+            raise

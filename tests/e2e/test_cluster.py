@@ -1,0 +1,376 @@
+"""Real behaviour of the local control plane (hack/cluster): API server validation, the real training-operator
+and KubeRay operator, the real scheduler against fake A100 nodes, KWOK stages and KWOK log serving.
+
+Every test runs against the cluster from the ``kube_cluster`` fixture (started on demand, never someone else's).
+"""
+from __future__ import annotations
+
+import copy
+import threading
+import time
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+import kwok_support as ks
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+A100_NODES = {"kwok-a100-0", "kwok-a100-1"}
+VERL_LOG = [
+    "2026-01-01 00:00:00,000\tINFO worker.py:2029 -- Started a local Ray instance.",
+    "(TaskRunnerV1 pid=123) step:1 - actor/pg_loss:-0.013 - critic/score/mean:0.625 - timing_s/step:19.3",
+    "(TaskRunnerV1 pid=123) step:2 - actor/pg_loss:-0.011 - critic/score/mean:0.6875 - timing_s/step:18.9",
+]
+
+
+def grpo_pytorchjob(name: str, *, gpus: int = 2, delay: str = "15s", exit_code: int | None = None) -> dict:
+    """A minimal grpo-like PyTorchJob (1 node x N GPUs, verl GRPO entrypoint) for the e2e tests."""
+    annotations = {ks.POD_COMPLETE_DELAY: delay}
+    if exit_code is not None:
+        annotations[ks.POD_FAIL_EXIT_CODE] = str(exit_code)
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/name": "grpo-launcher", "grpo/experiment": "exp3"}},
+        "spec": {
+            "runPolicy": {"backoffLimit": 0, "cleanPodPolicy": "None"},
+            "pytorchReplicaSpecs": {
+                "Master": {
+                    "replicas": 1,
+                    "restartPolicy": "Never",
+                    "template": {
+                        "metadata": {"annotations": annotations, "labels": {"grpo/role": "trainer"}},
+                        "spec": {
+                            "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
+                            "containers": [{
+                                "name": "pytorch",
+                                "image": "verlai/verl:vllm011.latest",
+                                "command": ["python3", "-m", "launcher.entrypoint", "--spec", "/etc/grpo/spec.yaml"],
+                                "env": [{"name": "RAY_COLOR_PREFIX", "value": "0"}],
+                                "resources": {
+                                    "requests": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": str(gpus)},
+                                    "limits": {"nvidia.com/gpu": str(gpus)},
+                                },
+                            }],
+                        },
+                    },
+                },
+            },
+        },
+    }
+
+
+def rayjob(name: str) -> dict:
+    head_container = {"name": "ray-head", "image": "rayproject/ray:2.49.0",
+                      "resources": {"requests": {"cpu": "4", "memory": "16Gi"}}}
+    worker_container = {"name": "ray-worker", "image": "rayproject/ray:2.49.0",
+                        "resources": {"requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "2"},
+                                      "limits": {"nvidia.com/gpu": "2"}}}
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": name},
+        "spec": {
+            "entrypoint": "python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo",
+            "shutdownAfterJobFinishes": False,
+            "rayClusterSpec": {
+                "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [head_container]}}},
+                "workerGroupSpecs": [{
+                    "groupName": "gpu", "replicas": 1, "minReplicas": 1, "maxReplicas": 1, "rayStartParams": {},
+                    "template": {"spec": {
+                        "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
+                        "containers": [worker_container]}},
+                }],
+            },
+        },
+    }
+
+
+def _co(api) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(api)
+
+
+def _pod(core: client.CoreV1Api, ns: str, name: str):
+    try:
+        return core.read_namespaced_pod(name, ns)
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+def _cond(obj_conditions, ctype):
+    for c in obj_conditions or []:
+        t = c["type"] if isinstance(c, dict) else c.type
+        if t == ctype:
+            return c
+    return None
+
+
+def _job_condition_true(co, ns, name, ctype):
+    job = co.get_namespaced_custom_object("kubeflow.org", "v1", ns, "pytorchjobs", name)
+    c = _cond(job.get("status", {}).get("conditions"), ctype)
+    return job if c and c["status"] == "True" else None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+def test_pytorchjob_runs_on_a100_serves_log_and_succeeds(kube_cluster, kube_api, namespace):
+    core, co = client.CoreV1Api(kube_api), _co(kube_api)
+    name = "grpo-exp3"
+    pod_name = f"{name}-master-0"
+    served = ks.serve_logs(kube_cluster, namespace, pod_name, "\n".join(VERL_LOG))
+    body = grpo_pytorchjob(name)
+
+    dry = co.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", copy.deepcopy(body),
+                                             dry_run="All", field_validation="Strict")
+    assert dry["metadata"]["name"] == name and "uid" in dry["metadata"]
+    with pytest.raises(ApiException) as nf:  # dry-run persisted nothing
+        co.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", name)
+    assert nf.value.status == 404
+
+    co.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", body,
+                                       field_validation="Strict")
+
+    # the real training-operator creates the master pod, owned by the PyTorchJob
+    pod = ks.wait_for(lambda: _pod(core, namespace, pod_name), timeout=60, what="master pod")
+    assert [o.kind for o in pod.metadata.owner_references] == ["PyTorchJob"]
+    assert pod.spec.containers[0].name == "pytorch"
+
+    # the real scheduler binds it to an A100 node, KWOK runs it
+    pod = ks.wait_for(lambda: (p := _pod(core, namespace, pod_name)) and p.status.phase == "Running" and p,
+                      timeout=60, what="master pod Running")
+    assert pod.spec.node_name in A100_NODES
+    sched = _cond(pod.status.conditions, "PodScheduled")
+    assert sched is not None and sched.status == "True"
+    running = ks.wait_for(lambda: _job_condition_true(co, namespace, name, "Running"), timeout=30,
+                          what="PyTorchJob Running")
+    assert running["status"]["replicaStatuses"]["Master"].get("active") == 1
+
+    # the pod-logs API returns the chosen log (through apiserver -> kwok's kubelet endpoint)
+    text = core.read_namespaced_pod_log(pod_name, namespace, container="pytorch")
+    assert text.splitlines() == VERL_LOG
+    tail = core.read_namespaced_pod_log(pod_name, namespace, container="pytorch", tail_lines=1)
+    assert tail.splitlines() == VERL_LOG[-1:]
+    ks.append_log(served, "(TaskRunnerV1 pid=123) step:3 - actor/pg_loss:-0.010")
+    text = core.read_namespaced_pod_log(pod_name, namespace, container="pytorch")
+    assert text.splitlines()[-1] == "(TaskRunnerV1 pid=123) step:3 - actor/pg_loss:-0.010"
+    stamped = core.read_namespaced_pod_log(pod_name, namespace, container="pytorch", timestamps=True)
+    assert all(ks.CRI_LINE.match(line.replace(" ", " stdout F ", 1)) for line in stamped.splitlines())
+
+    # KWOK completes the pod after the annotated delay; the operator marks the job Succeeded
+    job = ks.wait_for(lambda: _job_condition_true(co, namespace, name, "Succeeded"), timeout=90,
+                      what="PyTorchJob Succeeded")
+    assert job["status"]["replicaStatuses"]["Master"].get("succeeded") == 1
+    pod = core.read_namespaced_pod(pod_name, namespace)
+    assert pod.status.phase == "Succeeded"
+    term = pod.status.container_statuses[0].state.terminated
+    assert term is not None and term.exit_code == 0
+    started = _cond(running["status"]["conditions"], "Running")["lastTransitionTime"]
+    assert job["status"]["completionTime"] > started
+
+
+def test_pytorchjob_fails_with_annotated_exit_code(kube_cluster, kube_api, namespace):
+    core, co = client.CoreV1Api(kube_api), _co(kube_api)
+    name = "grpo-crash"
+    co.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs",
+                                       grpo_pytorchjob(name, delay="3s", exit_code=3))
+    job = ks.wait_for(lambda: _job_condition_true(co, namespace, name, "Failed"), timeout=90,
+                      what="PyTorchJob Failed")
+    assert _cond(job["status"]["conditions"], "Succeeded") is None
+    pod = core.read_namespaced_pod(f"{name}-master-0", namespace)
+    assert pod.status.phase == "Failed"
+    assert pod.status.container_statuses[0].state.terminated.exit_code == 3
+
+
+def test_sixteen_gpus_stay_pending_insufficient(kube_cluster, kube_api, namespace):
+    core, co = client.CoreV1Api(kube_api), _co(kube_api)
+    name = "grpo-too-big"
+    co.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs",
+                                       grpo_pytorchjob(name, gpus=16))
+    pod_name = f"{name}-master-0"
+
+    def unschedulable():
+        p = _pod(core, namespace, pod_name)
+        c = p and _cond(p.status.conditions, "PodScheduled")
+        return (p, c) if c is not None and c.status == "False" else None
+
+    pod, cond = ks.wait_for(unschedulable, timeout=60, what="PodScheduled=False")
+    assert cond.reason == "Unschedulable"
+    assert "Insufficient nvidia.com/gpu" in cond.message, cond.message
+    assert "0/3 nodes are available" in cond.message, cond.message
+    time.sleep(3)
+    pod = core.read_namespaced_pod(pod_name, namespace)
+    assert pod.status.phase == "Pending" and not pod.spec.node_name
+
+
+def test_rayjob_cluster_pods_bound_and_job_completes(kube_cluster, kube_api, namespace):
+    core, co = client.CoreV1Api(kube_api), _co(kube_api)
+    batch = client.BatchV1Api(kube_api)
+    name = "grpo-ray"
+    ks.serve_cluster_logs(kube_cluster, f"{namespace}-all", "\n".join(VERL_LOG), namespaces=[namespace])
+    co.create_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", rayjob(name),
+                                       field_validation="Strict")
+
+    rj = ks.wait_for(lambda: (o := co.get_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", name))
+                     .get("status", {}).get("rayClusterName") and o, timeout=60, what="RayCluster name")
+    rc_name = rj["status"]["rayClusterName"]
+    rc = co.get_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters", rc_name)
+    assert rc["metadata"]["ownerReferences"][0]["kind"] == "RayJob"
+
+    def ray_pods_running():
+        pods = core.list_namespaced_pod(namespace, label_selector=f"ray.io/cluster={rc_name}").items
+        ok = len(pods) == 2 and all(p.status.phase == "Running" and p.spec.node_name for p in pods)
+        return pods if ok else None
+
+    pods = ks.wait_for(ray_pods_running, timeout=90, what="ray head+worker Running")
+    by_type = {p.metadata.labels["ray.io/node-type"]: p for p in pods}
+    assert set(by_type) == {"head", "worker"}
+    assert by_type["worker"].spec.node_name in A100_NODES
+
+    rc = ks.wait_for(lambda: (o := co.get_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters",
+                                                                    rc_name)).get("status", {}).get("state") == "ready"
+                     and o, timeout=60, what="RayCluster ready")
+
+    # K8sJobMode: the operator creates a batch/v1 submitter Job; its pod's log is served by the ClusterLogs
+    job = ks.wait_for(lambda: batch.read_namespaced_job(name, namespace), timeout=60, what="submitter Job")
+    sub = ks.wait_for(lambda: core.list_namespaced_pod(namespace, label_selector=f"job-name={name}").items,
+                      timeout=60, what="submitter pod")[0]
+    ks.wait_for(lambda: core.read_namespaced_pod(sub.metadata.name, namespace).status.phase
+                in ("Running", "Succeeded"), timeout=60, what="submitter pod running")
+    assert core.read_namespaced_pod_log(sub.metadata.name, namespace).splitlines() == VERL_LOG
+
+    done = ks.wait_for(lambda: (o := co.get_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", name))
+                       .get("status", {}).get("jobDeploymentStatus") in ("Complete", "Failed") and o,
+                       timeout=120, what="RayJob terminal")
+    assert done["status"]["jobDeploymentStatus"] == "Complete", done["status"]
+    assert done["status"]["jobStatus"] == "SUCCEEDED"
+    job = batch.read_namespaced_job(name, namespace)
+    assert job.status.succeeded == 1
+    # head/worker pods are not batch pods: KWOK keeps them running
+    assert all(p.status.phase == "Running"
+               for p in core.list_namespaced_pod(namespace, label_selector=f"ray.io/cluster={rc_name}").items)
+
+
+def test_invalid_manifests_rejected_by_apiserver(kube_cluster, kube_api, namespace):
+    co = _co(kube_api)
+    bad_type = grpo_pytorchjob("bad-type")
+    bad_type["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = "one"
+    with pytest.raises(ApiException) as e:
+        co.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", bad_type, dry_run="All")
+    assert e.value.status == 422
+    assert 'spec.pytorchReplicaSpecs.Master.replicas: Invalid value: "string"' in e.value.body, e.value.body
+    assert "must be of type integer" in e.value.body
+
+    unknown = grpo_pytorchjob("bad-field")
+    unknown["spec"]["pytorchReplicaSpecs"]["Master"]["gpusPerNode"] = 2
+    with pytest.raises(ApiException) as e:
+        co.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", unknown,
+                                           dry_run="All", field_validation="Strict")
+    assert e.value.status == 400
+    assert 'unknown field "spec.pytorchReplicaSpecs.Master.gpusPerNode"' in e.value.body, e.value.body
+
+    # without Strict the same object is accepted (field dropped, warning only): the rejection above is Strict's
+    ok = co.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs",
+                                            copy.deepcopy(unknown), dry_run="All", field_validation="Ignore")
+    assert "gpusPerNode" not in ok["spec"]["pytorchReplicaSpecs"]["Master"]
+
+    bad_ray = rayjob("bad-ray")
+    bad_ray["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] = "two"
+    with pytest.raises(ApiException) as e:
+        co.create_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", bad_ray, dry_run="All")
+    assert e.value.status == 422 and "must be of type integer" in e.value.body
+
+
+def test_follow_stream_tails_and_does_not_end_when_pod_completes(kube_cluster, kube_api, namespace):
+    """Documents KWOK's follow=true: it tails appended lines and stays open after the pod has Succeeded."""
+    core, co = client.CoreV1Api(kube_api), _co(kube_api)
+    name = "grpo-follow"
+    pod_name = f"{name}-master-0"
+    served = ks.serve_logs(kube_cluster, namespace, pod_name, VERL_LOG[0])
+    co.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs",
+                                       grpo_pytorchjob(name, delay="8s"))
+    ks.wait_for(lambda: (p := _pod(core, namespace, pod_name)) and p.status.phase == "Running", timeout=60,
+                what="pod Running")
+
+    resp = core.read_namespaced_pod_log(pod_name, namespace, follow=True, _preload_content=False)
+    got: list[str] = []
+    ended = threading.Event()
+
+    def reader():
+        buf = b""
+        try:
+            for chunk in resp.stream(64):
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    got.append(line.decode())
+        except Exception:
+            pass
+        finally:
+            ended.set()
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    ks.wait_for(lambda: got == VERL_LOG[:1], timeout=15, what="first line")
+    live = ks.LiveLog(served).start(VERL_LOG[1:], interval=0.5)
+    ks.wait_for(lambda: got == VERL_LOG, timeout=15, what="appended lines through the open stream")
+    live.stop()
+
+    ks.wait_for(lambda: core.read_namespaced_pod(pod_name, namespace).status.phase == "Succeeded", timeout=60,
+                what="pod Succeeded")
+    assert not ended.wait(5), "follow stream ended by itself"
+    ks.append_log(served, "after completion")
+    ks.wait_for(lambda: got[-1:] == ["after completion"], timeout=15, what="line appended after completion")
+    resp.shutdown()  # unblocks the reader (urllib3 >= 2.3); the client ends the stream, not the server
+    resp.release_conn()
+    assert ended.wait(10)
+
+
+def test_default_namespace_serves_verl_log(kube_cluster, kube_api):
+    """up.sh serves a realistic verl console log to every pod in namespace `default` (embedded demo)."""
+    core = client.CoreV1Api(kube_api)
+    name = f"grpo-default-log-probe-{int(time.time())}"
+    core.create_namespaced_pod("default", client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1PodSpec(node_selector={"kubernetes.io/hostname": "kwok-cpu-0"},
+                              containers=[client.V1Container(name="main", image="busybox")])))
+    try:
+        ks.wait_for(lambda: core.read_namespaced_pod(name, "default").status.phase == "Running", timeout=60,
+                    what="probe pod Running")
+        text = core.read_namespaced_pod_log(name, "default")
+        steps = [line for line in text.splitlines() if " step:" in line and "training/global_step:" in line]
+        assert len(steps) >= 5, text[:2000]
+        assert steps[0].startswith("(TaskRunnerV1 pid=")
+        for key in ("critic/score/mean:", "actor/pg_loss:", "timing_s/step:", "perf/throughput:"):
+            assert key in steps[0]
+    finally:
+        core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+
+
+def test_fixture_refuses_clusters_it_did_not_start(kube_cluster, tmp_path, monkeypatch):
+    import json
+    import os
+    import shutil
+
+    # our cluster is identified even when KUBECONFIG points elsewhere
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "someone-elses-kubeconfig"))
+    info = ks.identify_cluster()
+    assert info is not None and info.cluster_id == kube_cluster.cluster_id
+    assert os.environ["GRPO_TOOLS_BIN"] == str(kube_cluster.tools_bin)
+    assert (kube_cluster.tools_bin / "kubectl").exists() and (kube_cluster.tools_bin / "helm").exists()
+
+    # same API server, but a marker whose id does not match the ConfigMap: refused
+    fake = tmp_path / "cluster"
+    fake.mkdir()
+    shutil.copy(kube_cluster.kubeconfig, fake / "kubeconfig")
+    marker = json.loads((ks.cluster_dir() / "grpo-cluster.json").read_text())
+    marker.update(cluster_id="not-" + marker["cluster_id"], kubeconfig=str(fake / "kubeconfig"))
+    (fake / "grpo-cluster.json").write_text(json.dumps(marker))
+    monkeypatch.setenv("GRPO_CLUSTER_DIR", str(fake))
+    assert ks.identify_cluster() is None
+    # no marker at all: refused
+    (fake / "grpo-cluster.json").unlink()
+    assert ks.identify_cluster() is None

@@ -1,0 +1,98 @@
+"""Loading configs: base includes, --set, and hostile YAML refused within bounds."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from launcher.config import MAX_CONFIG_BYTES, apply_sets, load_raw, load_spec
+from launcher.errors import BadInput
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+def test_exp4_derives_from_exp3_without_repeating_it():
+    text = (CONFIGS / "grpo-exp4.yaml").read_text()
+    assert "base: grpo-exp3.yaml" in text
+    assert "train_batch_size" not in text  # inherited, not repeated
+    spec = load_spec(CONFIGS / "grpo-exp4.yaml")
+    assert (spec.data.max_response_length, spec.rollout.n) == (512, 4)
+    assert spec.data.train_batch_size == 8 and spec.actor.lr == 1e-6
+
+
+def test_exp3_is_the_reference_experiment():
+    s = load_spec(CONFIGS / "grpo-exp3.yaml")
+    assert s.model.path == "Qwen/Qwen2.5-3B-Instruct" and s.data.dataset == "gsm8k"
+    assert (s.resources.nodes, s.resources.gpus_per_node, s.resources.gpu_type) == (1, 2, "A100-80GB")
+    assert (s.actor.strategy, s.rollout.name, s.rollout.tensor_parallel_size) == ("fsdp", "vllm", 1)
+    assert (s.data.train_batch_size, s.rollout.n, s.actor.lr) == (8, 2, 1e-6)
+    assert (s.actor.ppo_mini_batch_size, s.actor.ppo_micro_batch_size_per_gpu) == (8, 2)
+    assert (s.data.max_prompt_length, s.data.max_response_length) == (512, 256)
+    assert not s.algorithm.use_kl_in_reward and not s.algorithm.use_kl_loss
+    assert s.trainer.total_training_steps == 25 and s.trainer.test_freq == -1 and not s.trainer.val_before_train
+
+
+def test_set_parses_yaml_values_and_creates_nested_keys():
+    raw = apply_sets({"rollout": {"n": 2}}, ["rollout.n=4", "scheduling.node_selector.pool=gpu", "trainer.logger=[console]"])
+    assert raw["rollout"]["n"] == 4
+    assert raw["scheduling"]["node_selector"] == {"pool": "gpu"}
+    assert raw["trainer"]["logger"] == ["console"]
+
+
+@pytest.mark.parametrize("item", ["rollout.n", "=4", "a..b=1"])
+def test_set_malformed(item):
+    with pytest.raises(BadInput, match="--set"):
+        apply_sets({}, [item])
+
+
+def test_base_cycle_and_missing(tmp_path):
+    (tmp_path / "a.yaml").write_text("base: b.yaml\nname: a\n")
+    (tmp_path / "b.yaml").write_text("base: a.yaml\n")
+    with pytest.raises(BadInput, match="cycle"):
+        load_raw(tmp_path / "a.yaml")
+    (tmp_path / "c.yaml").write_text("base: nope.yaml\n")
+    with pytest.raises(BadInput, match="nope.yaml: no such file"):
+        load_raw(tmp_path / "c.yaml")
+
+
+def _bounded(fn, seconds=2.0):
+    start = time.monotonic()
+    with pytest.raises(BadInput) as info:
+        fn()
+    assert time.monotonic() - start < seconds
+    return str(info.value)
+
+
+def test_yaml_bomb_refused(tmp_path):
+    bomb = "a: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(
+        f"{c}: &{c} [*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p}]\n" for p, c in zip("abcdefgh", "bcdefghi")
+    )
+    (tmp_path / "bomb.yaml").write_text(bomb)
+    assert "aliases" in _bounded(lambda: load_raw(tmp_path / "bomb.yaml"))
+
+
+def test_deep_nesting_refused(tmp_path):
+    (tmp_path / "deep.yaml").write_text("a: " + "[" * 5000 + "]" * 5000 + "\n")
+    assert "nest" in _bounded(lambda: load_raw(tmp_path / "deep.yaml"))
+
+
+def test_huge_file_refused_without_reading(tmp_path):
+    path = tmp_path / "huge.yaml"
+    with open(path, "wb") as fh:
+        fh.truncate(MAX_CONFIG_BYTES * 512)  # sparse 512 MiB
+    assert "at most" in _bounded(lambda: load_raw(path))
+
+
+@pytest.mark.parametrize("content,needle", [(b"\x00\x01\x02binary", "binary"), (b"name: \xff\xfe", "not UTF-8"),
+                                            (b"- a\n- b\n", "expected a mapping"), (b"a: [", "not valid YAML")])
+def test_broken_files(tmp_path, content, needle):
+    path = tmp_path / "c.yaml"
+    path.write_bytes(content)
+    assert needle in _bounded(lambda: load_raw(path))
+
+
+def test_directory_and_missing(tmp_path):
+    assert "not a regular file" in _bounded(lambda: load_raw(tmp_path))
+    assert "no such file" in _bounded(lambda: load_raw(tmp_path / "missing.yaml"))

@@ -1,0 +1,161 @@
+"""The multi-node bootstrap with real Ray on this machine's CPUs (no GPUs: `--num-gpus` is logical).
+
+Two `python -m launcher.entrypoint` processes play the PyTorchJob's master (RANK=0) and worker
+(RANK=1) pods on 127.0.0.1; a stand-in trainer replaces verl. Needs `ray[default]==2.60.0`.
+Every Ray process started here is found by its unique temp dir and killed at the end, pass or fail.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytest.importorskip("ray")
+
+REPO = Path(__file__).resolve().parents[1]
+STANDIN = REPO / "tests" / "fixtures" / "entrypoint" / "trainer_standin.py"
+JOB = "grpo-t-0123abcd"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _kill_matching(marker: str) -> None:
+    """SIGKILL every process whose command line mentions `marker` (our temp dir): ours only."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmd:
+            try:
+                os.kill(int(proc.name), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.fixture
+def cluster_dir():
+    # Short path: Ray's Unix sockets live under the temp dir (108-byte limit).
+    path = tempfile.mkdtemp(prefix="gl-ray-", dir="/tmp")
+    procs: list[subprocess.Popen] = []
+    yield Path(path), procs
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    _kill_matching(path)
+    time.sleep(0.5)
+    _kill_matching(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _config(tmp: Path, nodes: int) -> Path:
+    data = tmp / "data"
+    data.mkdir(exist_ok=True)
+    for name in ("train.parquet", "test.parquet"):
+        (data / name).write_bytes(b"stand-in")  # present: data preparation skips
+    raw = yaml.safe_load((REPO / "configs" / "grpo-exp3.yaml").read_text())
+    raw["resources"]["nodes"] = nodes
+    raw["data"]["dir"] = str(data)
+    raw["trainer"]["checkpoint_dir"] = str(tmp / "ckpt")
+    raw["model"]["cache_dir"] = str(tmp / "hf")
+    path = tmp / "spec.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def _pod(config: Path, tmp: Path, *, rank: int, port: int, child: str, extra: dict | None = None) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO / "src"),
+        "HOME": str(tmp / f"home{rank}"),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "23456",
+        "RANK": str(rank),
+        "PET_NODE_RANK": str(rank),
+        "WORLD_SIZE": "2",
+        "PET_NNODES": "2",
+        "PET_NPROC_PER_NODE": "1",
+        "POD_NAME": f"{JOB}-master-0" if rank == 0 else f"{JOB}-worker-{rank - 1}",
+        "LAUNCHER_RAY_PORT": str(port),
+        "LAUNCHER_RAY_TEMP_DIR": str(tmp / "r"),
+        "LAUNCHER_POLL_S": "0.5",
+        "LAUNCHER_CHILD_CMD": child,
+        "LAUNCHER_ATTEMPT": "test",
+        **(extra or {}),
+    }
+    env.pop("RAY_ADDRESS", None)
+    (tmp / f"home{rank}").mkdir(exist_ok=True)
+    log = open(tmp / f"rank{rank}.log", "wb")
+    return subprocess.Popen(
+        [sys.executable, "-m", "launcher.entrypoint", "--config", str(config)],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+
+
+def _wait(proc: subprocess.Popen, timeout: float) -> int | None:
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+@pytest.mark.timeout(150)
+def test_head_and_worker_run_trainer_and_propagate_its_status(cluster_dir):
+    tmp, procs = cluster_dir
+    config = _config(tmp, nodes=2)
+    port = _free_port()
+    child = f"{sys.executable} {STANDIN} ray 7 4"  # exits 7 iff it sees 2 nodes × 2 GPUs
+    start = time.monotonic()
+    head = _pod(config, tmp, rank=0, port=port, child=child)
+    worker = _pod(config, tmp, rank=1, port=port, child="false")
+    procs += [head, worker]
+    head_rc = _wait(head, 120)
+    worker_rc = _wait(worker, 30)
+    elapsed = time.monotonic() - start
+    head_log = (tmp / "rank0.log").read_text(errors="replace")
+    worker_log = (tmp / "rank1.log").read_text(errors="replace")
+    print(f"elapsed {elapsed:.1f}s\n--- head\n{head_log}\n--- worker\n{worker_log}")
+    assert head_rc == 7, head_log
+    assert worker_rc == 7, worker_log
+    assert "Ray cluster complete: 2 node(s)" in head_log
+    assert "GPU=4" in head_log  # the trainer attached to the 2-pod cluster through RAY_ADDRESS
+    assert "the master's verl exited with status 7" in worker_log
+    assert "role=ray-head" in head_log and "role=ray-worker" in worker_log
+
+
+@pytest.mark.timeout(120)
+def test_head_names_the_missing_worker_pod_after_the_timeout(cluster_dir):
+    tmp, procs = cluster_dir
+    config = _config(tmp, nodes=2)
+    port = _free_port()
+    start = time.monotonic()
+    head = _pod(config, tmp, rank=0, port=port, child=f"{sys.executable} {STANDIN} exit 0",
+                extra={"LAUNCHER_NODE_WAIT_S": "20", "LAUNCHER_ACK_WAIT_S": "2"})
+    procs.append(head)
+    rc = _wait(head, 100)
+    elapsed = time.monotonic() - start
+    log = (tmp / "rank0.log").read_text(errors="replace")
+    print(f"elapsed {elapsed:.1f}s\n{log}")
+    assert rc == 1, log
+    assert f"missing: {JOB}-worker-0 (rank 1)" in log
+    assert "Ray cluster incomplete after 20s: 1 of 2 node(s)" in log
+    assert "stand-in trainer" not in log  # the trainer never started

@@ -1,0 +1,256 @@
+"""Parser: verl console-line grammar, prefixes, value types, splitting, bounded bad input."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from launcher.metrics import LineSplitter, LogParser, ParseCounters, StepRecord, parse_line, parse_value
+
+ESC = "\x1b"
+# verl.md §5.2, verbatim
+FULL = (
+    "step:1 - training/global_step:1 - training/epoch:0 - actor/entropy:0.3912 - actor/pg_loss:np.float64(-0.0123)"
+    " - actor/grad_norm:np.float64(0.8731) - actor/lr:1e-06 - critic/score/mean:0.625 - critic/score/max:1.0"
+    " - critic/score/min:0.0 - response_length/mean:187.25 - response_length/clip_ratio:0.0625"
+    " - response_length_non_aborted/mean:nan - timing_s/step:21.402 - perf/total_num_tokens:3712"
+    " - perf/throughput:86.72 - num_turns/min:np.int32(2) - training/num_turns/mean:np.float64(2.0)"
+    " - training/off_policy/trajectory_spans/max:np.int64(1) - val-core/openai/gsm8k/acc/mean@1:np.float64(0.71)"
+    " - some/bool:True"
+)
+
+
+def test_full_line_from_notes_keys_order_and_types():
+    rec = parse_line(FULL)
+    assert rec.step == 1
+    m = rec.metrics
+    assert list(m)[:3] == ["training/global_step", "training/epoch", "actor/entropy"]
+    assert len(m) == FULL.count(" - ")
+    assert m["training/global_step"] == 1 and type(m["training/global_step"]) is int
+    assert m["actor/pg_loss"] == -0.0123 and type(m["actor/pg_loss"]) is float
+    assert m["actor/lr"] == 1e-06
+    assert math.isnan(m["response_length_non_aborted/mean"])
+    assert m["perf/total_num_tokens"] == 3712 and type(m["perf/total_num_tokens"]) is int
+    assert m["num_turns/min"] == 2 and type(m["num_turns/min"]) is int
+    assert m["training/num_turns/mean"] == 2.0 and type(m["training/num_turns/mean"]) is float
+    assert m["val-core/openai/gsm8k/acc/mean@1"] == 0.71
+    assert m["some/bool"] is True
+
+
+SHORT = "step:7 - a/b:0.5 - c:np.int64(3)"
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "",
+        f"{ESC}[36m(TaskRunnerV1 pid=11605){ESC}[0m ",
+        f"{ESC}[36m(TaskRunner pid=11660){ESC}[0m ",
+        "(TaskRunnerV1 pid=11992) ",
+        "(TaskRunner pid=1) ",
+        f"{ESC}[36m(TaskRunnerV1 pid=77, ip=10.244.1.5){ESC}[0m ",
+        "(TaskRunnerV1 pid=77, ip=10.244.1.5) ",
+        "2026-01-01T00:00:00.123456789Z ",  # kubectl logs --timestamps
+        "2026-01-01T00:00:00.123456789Z stdout F ",  # CRI log file
+        f"2026-01-01T00:00:00Z stderr F {ESC}[36m(TaskRunnerV1 pid=5){ESC}[0m ",
+        "2026-01-01T00:00:00+02:00 (TaskRunnerV1 pid=5) ",
+    ],
+)
+def test_prefixes(prefix):
+    assert parse_line(prefix + SHORT) == StepRecord(7, {"a/b": 0.5, "c": 3})
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("0", 0), ("-3", -3), ("100000000000000000000", 10**20), ("0.625", 0.625), ("-0.0123", -0.0123),
+        ("1e-06", 1e-06), ("1e+20", 1e20), ("-1.5e-07", -1.5e-07), ("1.0", 1.0), ("-0.0", -0.0),
+        ("inf", math.inf), ("-inf", -math.inf), ("True", True), ("False", False),
+        ("np.float64(-0.0123)", -0.0123), ("np.float64(1e-06)", 1e-06), ("np.float64(-inf)", -math.inf),
+        ("np.float32(0.1)", 0.1), ("np.int32(2)", 2), ("np.int64(-1)", -1), ("np.uint8(3)", 3),
+        ("np.True_", True), ("np.False_", False), ("np.longdouble('0.5')", 0.5), ("np.float16(0.5)", 0.5),
+    ],
+)
+def test_values(text, expected):
+    v = parse_value(text)
+    assert v == expected and type(v) is type(expected)
+    rec = parse_line(f"step:3 - k:{text}")
+    assert rec.metrics["k"] == expected and type(rec.metrics["k"]) is type(expected)
+
+
+@pytest.mark.parametrize("text", ["nan", "np.float64(nan)", "np.float32(nan)"])
+def test_nan_values(text):
+    assert math.isnan(parse_line(f"step:3 - k:{text}").metrics["k"])
+
+
+@pytest.mark.parametrize(
+    "text", ["", "126.", "1_0.5", " 1.5", "infinity", "np.float64(", "np.float64(0.5", "np.foo(1)", "abc", "(1+2j)", "0x10"]
+)
+def test_bad_values_make_line_malformed(text):
+    assert parse_value(text) is None
+    p = LogParser()
+    assert p.feed(f"step:3 - a:1.0 - k:{text}\n".encode()) == []
+    assert p.counters.malformed == 1
+
+
+def test_step_zero_validation_line():
+    line = (
+        "step:0 - val-aux/openai/gsm8k/reward/mean@1:np.float64(0.75) - val-core/openai/gsm8k/acc/mean@1:np.float64(0.75)"
+        " - val-aux/num_turns/min:np.int64(1) - val-aux/num_turns/max:np.int64(1) - val-aux/num_turns/mean:np.float64(1.0)"
+    )
+    rec = parse_line(line)
+    assert rec.step == 0
+    assert rec.metrics == {
+        "val-aux/openai/gsm8k/reward/mean@1": 0.75, "val-core/openai/gsm8k/acc/mean@1": 0.75,
+        "val-aux/num_turns/min": 1, "val-aux/num_turns/max": 1, "val-aux/num_turns/mean": 1.0,
+    }
+
+
+def test_step_without_metrics():
+    assert parse_line("step:4") == StepRecord(4, {})
+
+
+def test_key_with_colon_splits_on_last_colon():
+    assert parse_line("step:1 - weird:key:0.5").metrics == {"weird:key": 0.5}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Training Progress:   4%|▍         | 1/25 [00:21<08:36, 21.5s/it]",
+        "'Final validation metrics: None'",
+        "(TaskRunnerV1 pid=3) {'trainer': {'total_training_steps': 25, 'save_freq': -1}}",
+        "2026-11-29 16:46:52,592\tINFO worker.py:2038 -- Started a local Ray instance.",
+        "we are at step: 3 now",
+        "(TaskRunnerV1 pid=3) the next step:4 will be slow",
+        "",
+    ],
+)
+def test_noise(line):
+    assert parse_line(line) is None
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["step:3 - a:0.5 - b", "step:3 - a:0.5 - :1.0", "step:3 - a:0.5 - b:np.float64(0.", "step:12x - a:1", "step:3 - a:0.5 -"],
+)
+def test_malformed_is_counted_not_returned(line):
+    p = LogParser()
+    assert p.feed(line.encode() + b"\n") == []
+    assert (p.counters.malformed, p.counters.records) == (1, 0)
+    assert parse_line(line) is None
+
+
+def test_tqdm_carriage_returns_split_into_fragments():
+    data = (
+        f"{ESC}[36m(TaskRunnerV1 pid=9){ESC}[0m Training Progress:   0%|          | 0/2 [00:00<?, ?it/s]"
+        "\rTraining Progress:  50%|█████     | 1/2 [00:21<00:21, 21.0s/it]\rstep:1 - a:1.0\r\n"
+        "step:2 - a:2.0\r\n"
+    ).encode()
+    p = LogParser()
+    recs = p.feed(data)
+    assert [(r.step, r.metrics) for r in recs] == [(1, {"a": 1.0}), (2, {"a": 2.0})]
+    assert p.counters.lines == 4 and p.counters.noise == 2 and p.counters.records == 2
+
+
+def test_splitter_partial_lines_across_chunks_any_chunking():
+    data = ("noise ü line\nstep:1 - a:0.5\r\nstep:2 - b:np.int32(2)\rtail without newline").encode()
+    for size in (1, 2, 3, 7, 64):
+        s = LineSplitter()
+        out = []
+        for i in range(0, len(data), size):
+            out += s.feed(data[i : i + size])
+        assert out == ["noise ü line", "step:1 - a:0.5", "step:2 - b:np.int32(2)"], size
+        assert s.finish() == ["tail without newline"]
+        assert s.counters.lines == 4
+
+
+def test_multibyte_char_split_across_chunks():
+    data = "step:1 - ü/x:1.0\n".encode()
+    cut = data.index("ü".encode()) + 1  # in the middle of the two-byte character
+    p = LogParser()
+    assert p.feed(data[:cut]) == []
+    assert p.feed(data[cut:]) == [StepRecord(1, {"ü/x": 1.0})]
+    assert p.counters.non_utf8 == 0
+
+
+def test_non_utf8_line_is_counted_and_skipped_others_kept():
+    p = LogParser()
+    recs = p.feed(b"step:1 - a:1.0\nstep:2 - a:\xff\xfe2.0\n\xc3(garbage\nstep:3 - a:3.0\n")
+    assert [r.step for r in recs] == [1, 3]
+    assert p.counters.non_utf8 == 2 and p.counters.lines == 4
+
+
+def test_overlong_line_is_capped_counted_and_the_next_line_survives():
+    p = LogParser(max_line_bytes=100)
+    recs = p.feed(b"step:1 - a:" + b"9" * 500)  # no newline yet: must not be kept
+    assert recs == [] and len(p._splitter._pending) == 0
+    recs += p.feed(b"9" * 10_000)
+    recs += p.feed(b"\nstep:2 - a:2.0\n")
+    assert [r.step for r in recs] == [2]
+    assert p.counters.truncated == 1 and p.counters.lines == 2
+
+
+def test_overlong_complete_line_within_one_chunk():
+    p = LogParser(max_line_bytes=50)
+    recs = p.feed(b"step:1 - a:" + b"1" * 100 + b"\nstep:2 - a:2.0\n")
+    assert [r.step for r in recs] == [2] and p.counters.truncated == 1
+
+
+def test_reset_drops_partial_line_as_truncated():
+    p = LogParser()
+    assert p.feed(b"step:1 - a:1.0\nstep:2 - a:2") == [StepRecord(1, {"a": 1.0})]
+    p.reset()
+    # re-attach resends the whole line; without reset it would be glued onto the partial one
+    assert p.feed(b"step:2 - a:2.5\n") == [StepRecord(2, {"a": 2.5})]
+    assert p.counters.truncated == 1
+
+
+def test_feed_lines_for_text_clients():
+    p = LogParser()
+    recs = p.feed_lines(["noise", "x\rstep:5 - a:np.float64(0.5)", "step:6 - a:1"])
+    assert [(r.step, r.metrics) for r in recs] == [(5, {"a": 0.5}), (6, {"a": 1})]
+    assert p.counters.lines == 4
+
+
+def test_counters_add():
+    a, b = ParseCounters(lines=2, records=1), ParseCounters(lines=3, truncated=1)
+    a.add(b)
+    assert a.as_dict() == {"lines": 5, "records": 1, "noise": 0, "malformed": 0, "non_utf8": 0, "truncated": 1}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_arbitrary_text_never_raises(text):
+    rec = parse_line(text)
+    assert rec is None or isinstance(rec, StepRecord)
+    LogParser().feed_lines([text])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(), st.lists(st.integers(1, 50), max_size=5))
+def test_arbitrary_bytes_never_raise_and_chunking_does_not_matter(data, sizes):
+    whole = LogParser(max_line_bytes=64)
+    expected = whole.feed(data) + whole.finish()
+    chunked = LogParser(max_line_bytes=64)
+    got, i, k = [], 0, 0
+    while i < len(data):
+        n = sizes[k % len(sizes)] if sizes else len(data)
+        got += chunked.feed(data[i : i + n])
+        i, k = i + n, k + 1
+    got += chunked.finish()
+    assert got == expected
+    assert chunked.counters == whole.counters
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from("step:0123456789 -.()np\rx\n\x1b[m"), max_size=80))
+def test_metric_like_garbage_never_raises(text):
+    p = LogParser()
+    p.feed(text.encode())
+    p.finish()
+    c = p.counters
+    assert c.lines == c.records + c.noise + c.malformed + c.non_utf8 + c.truncated
