@@ -260,6 +260,20 @@ def generated_tpl() -> str:
         f"{body}\n"
         f"{{{{- {expr} | toJson -}}}}\n"
         "{{- end -}}\n\n"
+        "{{/* Text with the characters YAML refuses or folds escaped (canonical.yaml_safe_chars);\n"
+        "     argument: JSON(-flow) text whose only non-ASCII characters are inside strings. */}}\n"
+        f'{{{{- define "{CHART_NAME}.yamlSafeChars" -}}}}\n'
+        "{{- $t := . -}}\n"
+        + "".join(f'{{{{- $t = replace "\\u{ord(ch):04x}" "\\\\u{ord(ch):04x}" $t -}}}}\n'
+                  for ch in canonical.YAML_UNSAFE)
+        + "{{- $t -}}\n"
+        "{{- end -}}\n\n"
+        "{{/* The ConfigMap's spec.yaml (canonical.yaml_document): toPrettyJson, YAML-safe. */}}\n"
+        f'{{{{- define "{CHART_NAME}.specDocument" -}}}}\n'
+        f'{{{{- $t := include "{CHART_NAME}.specJson" . | fromJson | toPrettyJson -}}}}\n'
+        f'{{{{- $t = include "{CHART_NAME}.yamlSafeChars" $t -}}}}\n'
+        f"{{{{- regexReplaceAll `{canonical.EXPONENT_RE}` $t \"${{1}}${{2}}.0${{3}}\" -}}}}\n"
+        "{{- end -}}\n\n"
         "{{/* Launcher constants (GPU products, entrypoint, label keys) as JSON. */}}\n"
         f'{{{{- define "{CHART_NAME}.constants" -}}}}\n'
         f"{consts}\n"

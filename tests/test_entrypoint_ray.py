@@ -100,6 +100,9 @@ def _pod(config: Path, tmp: Path, *, rank: int, port: int, child: str, extra: di
         "LAUNCHER_POLL_S": "0.5",
         "LAUNCHER_CHILD_CMD": child,
         "LAUNCHER_ATTEMPT": "test",
+        # fixed default ports of the head's client server and dashboard: free ones, so runs can overlap
+        "LAUNCHER_RAY_START_ARGS": f"--ray-client-server-port={_free_port()} --dashboard-port={_free_port()}"
+        if rank == 0 else "",
         **(extra or {}),
     }
     env.pop("RAY_ADDRESS", None)
@@ -159,3 +162,46 @@ def test_head_names_the_missing_worker_pod_after_the_timeout(cluster_dir):
     assert f"missing: {JOB}-worker-0 (rank 1)" in log
     assert "Ray cluster incomplete after 20s: 1 of 2 node(s)" in log
     assert "stand-in trainer" not in log  # the trainer never started
+
+
+def _pids_matching(*needles: str) -> list[int]:
+    out = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if all(n in cmd for n in needles):
+            out.append(int(proc.name))
+    return out
+
+
+@pytest.mark.timeout(150)
+def test_worker_exits_nonzero_when_the_head_pod_dies_without_a_status(cluster_dir):
+    tmp, procs = cluster_dir
+    config = _config(tmp, nodes=2)
+    port = _free_port()
+    head = _pod(config, tmp, rank=0, port=port, child=f"{sys.executable} {STANDIN} trap")
+    worker = _pod(config, tmp, rank=1, port=port, child="false", extra={"LAUNCHER_HEAD_LOST_S": "5"})
+    procs += [head, worker]
+    deadline = time.monotonic() + 100
+    while "\nready\n" not in (tmp / "rank0.log").read_text(errors="replace"):  # the trainer runs
+        assert time.monotonic() < deadline and head.poll() is None, (tmp / "rank0.log").read_text()
+        time.sleep(0.5)
+    # The master pod dies at once (node failure): entrypoint, trainer and Ray head, no exit status published.
+    killed = time.monotonic()
+    for pid in [head.pid, *_pids_matching("ray", "start", "--head", f"--port={port}"),
+                *_pids_matching(str(STANDIN), "trap")]:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    rc = _wait(worker, 90)
+    took = time.monotonic() - killed
+    log = (tmp / "rank1.log").read_text(errors="replace")
+    print(f"worker exited {took:.1f}s after the head died\n{log}")
+    assert rc == 1, log
+    assert "no exit status" in log or "never published an exit status" in log
+    assert "the master's verl exited" not in log

@@ -36,9 +36,9 @@ def _config(tmp: Path) -> Path:
     return path
 
 
-def _entrypoint(tmp: Path, child: str, extra_args: tuple[str, ...] = ()) -> subprocess.Popen:
+def _entrypoint(tmp: Path, child: str, extra_args: tuple[str, ...] = (), **extra_env: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "HOME": str(tmp), "LAUNCHER_CHILD_CMD": child,
-           "LAUNCHER_ATTEMPT": "t1"}
+           "LAUNCHER_ATTEMPT": "t1", **extra_env}
     env.pop("RAY_ADDRESS", None)
     return subprocess.Popen(
         [sys.executable, "-m", "launcher.entrypoint", "--config", str(_config(tmp)), *extra_args],
@@ -109,6 +109,19 @@ def test_sigint_kills_a_child_without_handler_as_128_plus_signum(tmp_path):
     # an unhandled KeyboardInterrupt makes python re-raise SIGINT on itself: killed by signal 2 -> 130
     assert b"received signal 2" in out
     assert proc.returncode == 130, out
+
+
+@pytest.mark.timeout(60)
+def test_entrypoint_sigkills_a_child_that_ignores_sigterm_after_the_grace_period(tmp_path):
+    proc = _entrypoint(tmp_path, f"{sys.executable} {STANDIN} ignore", LAUNCHER_KILL_GRACE_S="2")
+    _read_until(proc, b"ready\n")
+    start = time.monotonic()
+    os.kill(proc.pid, signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    elapsed = time.monotonic() - start
+    assert b"still running 2s after signal 15: SIGKILL" in out
+    assert proc.returncode == 137, out
+    assert 1.9 <= elapsed < 15
 
 
 @pytest.mark.timeout(60)

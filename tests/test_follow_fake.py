@@ -217,3 +217,46 @@ def test_state_file_is_keyed_by_pod_container_uid_attempt(tmp_path):
     assert list(st.positions) == [f"{POD}/pytorch/uid-{POD}/0"]
     assert st.positions[f"{POD}/pytorch/uid-{POD}/0"].done
     assert st.files == {f"{POD}.log": len("a\nb\n")}
+
+
+def test_api_server_outage_is_ridden_out(tmp_path):
+    """get/list raise 'connection refused' for a while (an API server restart); the follower keeps going."""
+    from launcher.kube import ClusterUnreachable
+
+    fk = FakeKube()
+    fk.put(pytorchjob(JOB))
+    fk.put(pod(POD, JOB))
+    lines = simlog_lines(4)
+    fk.append(POD, "pytorch", 0, lines[:10])
+    down = threading.Event()
+    real_get, real_log = fk.get, fk.pod_log
+
+    def get(*a, **k):
+        if down.is_set():
+            raise ClusterUnreachable("cannot reach the API server at fake://: connection refused")
+        return real_get(*a, **k)
+
+    def pod_log(*a, **k):
+        if down.is_set():
+            raise ClusterUnreachable("cannot reach the API server at fake://: connection refused")
+        return real_log(*a, **k)
+
+    fk.get, fk.pod_log = get, pod_log
+    notices = []
+    run_dir = RunDir(tmp_path / JOB)
+    f, t, out, _ = start(fk, run_dir, on_notice=notices.append)
+    time.sleep(0.3)
+    down.set()
+    for r in list(f.followers.values()):
+        r.interrupt()  # the open stream dies with the server
+    fk.append(POD, "pytorch", 0, lines[10:])
+    time.sleep(0.5)
+    assert t.is_alive()
+    down.clear()
+    time.sleep(0.3)
+    finish(fk)
+    t.join(10)
+    assert out["result"].state.succeeded
+    assert any("API server unavailable" in n for n in notices)
+    assert raw(run_dir) == lines
+    assert [r["step"] for r in rows(run_dir)] == [1, 2, 3, 4]

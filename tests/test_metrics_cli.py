@@ -78,9 +78,16 @@ def test_metrics_verb_output_is_a_file_exit_2(tmp_path, capsys):
     assert rc == 2 and "not a directory" in err
 
 
-def test_metrics_verb_binary_garbage_is_parsed_as_skipped(tmp_path, capsys):
+def test_metrics_verb_refuses_binary_files(tmp_path, capsys):
     log = tmp_path / "bin.log"
     log.write_bytes(bytes(range(256)) * 100)
+    rc, _, err = _run(["metrics", str(log), "-o", str(tmp_path / "m")], capsys)
+    assert rc == 2 and "binary data (NUL bytes)" in err
+
+
+def test_metrics_verb_non_utf8_text_is_parsed_as_skipped(tmp_path, capsys):
+    log = tmp_path / "latin1.log"
+    log.write_bytes(bytes(range(1, 256)) * 100)  # no NUL: text-like, mostly invalid UTF-8
     rc, out, _ = _run(["metrics", str(log), "-o", str(tmp_path / "m")], capsys)
     assert rc == 0 and out.startswith("0 steps")
 

@@ -103,7 +103,8 @@ if [ ! -s "$DEFAULT_LOG" ]; then
   ROOT=$(cd "$HERE/../.." && pwd)
   PYBIN=python3; [ -x "$ROOT/.venv/bin/python" ] && PYBIN="$ROOT/.venv/bin/python"
   if [ -f "$ROOT/src/launcher/simlog.py" ] && \
-     PYTHONPATH="$ROOT/src" "$PYBIN" -m launcher.simlog --cri --out "$DEFAULT_LOG.tmp" >/dev/null 2>&1 && \
+     PYTHONPATH="$ROOT/src" "$PYBIN" -m launcher.simlog --cri --val-before-train --steps 20 --n 2 --batch-size 8 \
+       --gpus 2 -o "$DEFAULT_LOG.tmp" >/dev/null 2>&1 && \
      [ -s "$DEFAULT_LOG.tmp" ] && head -1 "$DEFAULT_LOG.tmp" | grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T\S+ std(out|err) [FP] '; then
     mv "$DEFAULT_LOG.tmp" "$DEFAULT_LOG"; say "default log: launcher.simlog"
   else

@@ -18,6 +18,7 @@ Only JSON-like data (dict with str keys, list, str, int, float, bool, None) is a
 from __future__ import annotations
 
 import math
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -112,3 +113,30 @@ def _encode(obj: Any, out: list[str], indent: int | None, level: int) -> None:
 def _newline(out: list[str], indent: int | None, level: int) -> None:
     if indent is not None:
         out.append("\n" + " " * (indent * level))
+
+
+# Characters JSON may carry raw but YAML may not: PyYAML and Go's YAML refuse DEL, the C1 controls
+# and U+FFFE/U+FFFF, and read U+0085 (NEL) as a line break. Inside JSON strings (the only place
+# they can occur) they are replaced by their `\\u00XX` escape, which JSON and YAML both read back.
+YAML_UNSAFE = [chr(c) for c in range(0x7F, 0xA0)] + ["\ufffe", "\uffff"]
+# A number in Go's exponent form without a dot (`1e-7`): YAML 1.1 (PyYAML) reads it as a string.
+# Matched only as a whole JSON value at the end of a line of indented output, so never inside a
+# string (raw newlines never occur inside one).
+EXPONENT_RE = r'(?m)(": |^ *)(-?[0-9]+)(e[-+][0-9]+,?)$'
+
+
+def yaml_safe_chars(text: str) -> str:
+    """Escape the YAML-unsafe characters of JSON (or JSON-flow YAML) text."""
+    for ch in YAML_UNSAFE:
+        if ch in text:
+            text = text.replace(ch, f"\\u{ord(ch):04x}")
+    return text
+
+
+def yaml_document(obj: Any) -> str:
+    """Indented canonical JSON that YAML readers parse to the same values (the ConfigMap's spec.yaml).
+
+    Go's `toPrettyJson` text plus the two fixes above; the chart applies the same two (generated
+    from these constants by hack/gen_chart.py), so both renderers write identical bytes.
+    """
+    return re.sub(EXPONENT_RE, r"\1\2.0\3", yaml_safe_chars(dumps(obj, indent=2)))

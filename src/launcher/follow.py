@@ -229,10 +229,15 @@ class PodFollower(threading.Thread):
 
     def _drain(self, attempt: int, *, previous: bool, tries: int = 5) -> str:
         """Read a finished container's log to EOF; a cut read is retried from the new mark."""
-        for _ in range(tries):
+        cuts = 0
+        deadline = time.monotonic() + self.owner.outage_limit
+        while cuts < tries and time.monotonic() < deadline:
             result = self._read(attempt, follow=False, previous=previous)
+            if result == "unavailable":
+                continue  # the API server is away: wait for it rather than give up on the log's end
             if result != "cut":
                 return result
+            cuts += 1
         self.owner.notice(f"[{self.short}] could not read the end of the log after {tries} tries; it may be incomplete")
         return "cut"
 
@@ -247,7 +252,7 @@ class PodFollower(threading.Thread):
         self.owner.state.save(force=True)
 
     def _read(self, attempt: int, *, follow: bool, previous: bool) -> str:
-        """One attach: read until EOF, interruption or error. Returns "eof", "cut" or "gone"."""
+        """One attach: read until EOF, interruption or error: "eof", "cut", "gone" or "unavailable"."""
         key = self.key(attempt)
         pos = self.owner.state.position(key)
         replay = Counter(pos.at_mark)  # lines at the mark the server will send again
@@ -261,11 +266,11 @@ class PodFollower(threading.Thread):
                 return "gone"
             self.owner.notice(f"[{self.short}] {exc}; retrying")
             self._sleep()
-            return "cut"
+            return "cut"  # an answer, just not the log (e.g. 500 "failed to open log file"): counted retries
         except ClusterError as exc:
             self.owner.notice(f"[{self.short}] {exc}; retrying")
             self._sleep()
-            return "cut"
+            return "unavailable"
         with self._resp_lock:
             self._resp = resp
         if follow and (self.finish.is_set() or self.restart_count != attempt or J.pod_finished(self.pod)):
@@ -324,6 +329,15 @@ class PodFollower(threading.Thread):
             self.owner.deliver(self, attempt, out, pos)
 
 
+def transient(exc: ClusterError) -> bool:
+    """Worth retrying: unreachable, timed out, or a 429/5xx (an API server restarting answers these)."""
+    from launcher.kube.client import ClusterTimeout, ClusterUnreachable
+
+    if isinstance(exc, (ClusterUnreachable, ClusterTimeout)):
+        return True
+    return isinstance(exc, ApiError) and (exc.status == 429 or exc.status >= 500)
+
+
 def _chunks(resp) -> Iterator[bytes]:
     """Bytes as they arrive (chunked transfer: one HTTP chunk at a time; else whatever read1 has)."""
     if getattr(resp, "chunked", False):
@@ -356,7 +370,7 @@ class LogFollower:
                  on_records: RecordSink | None = None, on_notice: Callable[[str], None] | None = None,
                  on_status: Callable[[J.JobState, list[dict]], None] | None = None,
                  poll_interval: float = 1.0, read_timeout: float = 30.0, stream_hook: StreamHook | None = None,
-                 metrics: bool = True):
+                 metrics: bool = True, outage_limit: float = 300.0):
         self.kube = kube
         self.ref = ref
         self.run_dir = run_dir.ensure()
@@ -369,6 +383,7 @@ class LogFollower:
         self.poll_interval = poll_interval
         self.read_timeout = read_timeout
         self.stream_hook = stream_hook
+        self.outage_limit = outage_limit
         self._lock_fd = _lock(run_dir.follow_state.with_suffix(".lock"))
         self.state = FollowState(run_dir.follow_state)
         self.state.restore_files(run_dir.logs)
@@ -423,11 +438,27 @@ class LogFollower:
         deadline = None if timeout is None else time.monotonic() + timeout
         finishing = not follow
         st = J.job_state(self.ref.backend, self.ref.obj)
+        outage_since = None
         try:
             while True:
-                obj = self.kube.get(self.ref.resource, self.ref.name)
+                try:
+                    obj = self.kube.get(self.ref.resource, self.ref.name)
+                    if obj is not None:  # its status names the RayCluster, whose pods we select by label
+                        self.ref = J.JobRef(self.ref.backend, self.ref.name, obj)
+                    pods = self._pods()
+                except ClusterError as exc:
+                    # an API server restart or blip: keep following once it is back; give up after a while
+                    if not transient(exc) or (outage_since and time.monotonic() - outage_since > self.outage_limit):
+                        raise
+                    outage_since = outage_since or time.monotonic()
+                    self.notice(f"API server unavailable ({exc}); retrying")
+                    time.sleep(self.poll_interval * 2)
+                    continue
+                if outage_since is not None:
+                    self.on_notice("API server reachable again; resuming")
+                    self._notices = {n for n in self._notices if not n.startswith("API server unavailable")}
+                    outage_since = None
                 st = J.job_state(self.ref.backend, obj)
-                pods = self._pods()
                 self.on_status(st, pods)
                 if st.finished or (deadline is not None and time.monotonic() > deadline):
                     finishing = True

@@ -290,9 +290,10 @@ def spec_document(spec: ExperimentSpec) -> str:
     """The ConfigMap's `spec.yaml`: the resolved spec as indented canonical JSON (JSON is YAML).
 
     JSON in Go's layout rather than PyYAML's, because the Helm chart must put byte-identical text
-    there and Helm can only write it with `toPrettyJson`; readers parse it as YAML unchanged.
+    there and Helm can only write it with `toPrettyJson`; readers parse it as YAML unchanged
+    (`canonical.yaml_document` escapes what YAML would refuse).
     """
-    return canonical.dumps(spec.model_dump(mode="json"), indent=2)
+    return canonical.yaml_document(spec.model_dump(mode="json"))
 
 
 def render(spec: ExperimentSpec, *, component: Component = "trainer", gitops: bool = False,

@@ -493,6 +493,24 @@ def check_rules(spec: ExperimentSpec) -> list[Problem]:
                     actor.ppo_micro_batch_size_per_gpu,
                 )
             )
+        elif not (data.train_batch_size * rollout.n) % world:
+            # verl's v1 trainer pads each step's train_batch_size × n samples up to a multiple of
+            # lcm(GPUs, ppo_mini_batch_size × n), then computes log-probs (and the reference's, with a KL
+            # term) per GPU in micro-batches of log_prob_micro_batch_size_per_gpu: a runtime assertion in
+            # verl/workers/engine/utils.py::prepare_micro_batches that validate_config does not make.
+            import math
+
+            multiple = math.lcm(world, samples)
+            per_gpu = -(-data.train_batch_size * rollout.n // multiple) * multiple // world
+            if per_gpu % rollout.log_prob_micro_batch_size_per_gpu:
+                problems.append(
+                    Problem(
+                        "rollout.log_prob_micro_batch_size_per_gpu",
+                        f"a divisor of the per-GPU log-prob batch (train_batch_size × rollout.n padded to a multiple "
+                        f"of lcm(GPUs, ppo_mini_batch_size × rollout.n), / GPUs) = {per_gpu}",
+                        rollout.log_prob_micro_batch_size_per_gpu,
+                    )
+                )
     tp = rollout.tensor_parallel_size
     if tp > res.gpus_per_node or res.gpus_per_node % tp:
         problems.append(

@@ -6,10 +6,15 @@ Every test runs against the cluster from the ``kube_cluster`` fixture (started o
 from __future__ import annotations
 
 import copy
+import json
+import re
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
@@ -88,6 +93,37 @@ def rayjob(name: str) -> dict:
     }
 
 
+PLURALS = {("kubeflow.org/v1", "PyTorchJob"): "pytorchjobs", ("ray.io/v1", "RayJob"): "rayjobs"}
+
+
+def render_exp3(backend: str, *sets: str) -> list[dict]:
+    """`launcher render configs/grpo-exp3.yaml` (the real renderer) -> objects in apply order."""
+    cmd = [sys.executable, "-m", "launcher", "render", str(ks.REPO_ROOT / "configs" / "grpo-exp3.yaml"),
+           "--backend", backend]
+    for kv in sets:
+        cmd += ["--set", kv]
+    out = subprocess.run(cmd, cwd=ks.REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return [o for o in yaml.safe_load_all(out.stdout) if o]
+
+
+def create_objects(api, ns: str, objs: list[dict], **kw) -> dict:
+    """Create rendered objects in namespace ns (server-side validation Strict); returns the job object."""
+    core, co = client.CoreV1Api(api), _co(api)
+    job = None
+    for obj in objs:
+        obj = copy.deepcopy(obj)
+        obj["metadata"]["namespace"] = ns
+        if obj["kind"] == "ConfigMap":
+            core.create_namespaced_config_map(ns, obj, field_validation="Strict", **kw)
+            continue
+        plural = PLURALS[(obj["apiVersion"], obj["kind"])]
+        group, version = obj["apiVersion"].split("/")
+        job = co.create_namespaced_custom_object(group, version, ns, plural, obj, field_validation="Strict", **kw)
+    assert job is not None, [o["kind"] for o in objs]
+    return job
+
+
 def _co(api) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(api)
 
@@ -118,21 +154,22 @@ def _job_condition_true(co, ns, name, ctype):
 # ---------------------------------------------------------------------------------------------------------------
 
 def test_pytorchjob_runs_on_a100_serves_log_and_succeeds(kube_cluster, kube_api, namespace):
+    """The rendered grpo-exp3 PyTorchJob, end to end through the real operator, scheduler and pod-logs API."""
     core, co = client.CoreV1Api(kube_api), _co(kube_api)
-    name = "grpo-exp3"
+    objs = render_exp3("pytorchjob", "scheduling.pod_annotations=" + json.dumps({ks.POD_COMPLETE_DELAY: "15s"}))
+    assert [o["kind"] for o in objs][-1] == "PyTorchJob"
+    name = objs[-1]["metadata"]["name"]
+    assert name.startswith("grpo-exp3-")
     pod_name = f"{name}-master-0"
     served = ks.serve_logs(kube_cluster, namespace, pod_name, "\n".join(VERL_LOG))
-    body = grpo_pytorchjob(name)
 
-    dry = co.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", copy.deepcopy(body),
-                                             dry_run="All", field_validation="Strict")
+    dry = create_objects(kube_api, namespace, objs, dry_run="All")
     assert dry["metadata"]["name"] == name and "uid" in dry["metadata"]
     with pytest.raises(ApiException) as nf:  # dry-run persisted nothing
         co.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", name)
     assert nf.value.status == 404
 
-    co.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", body,
-                                       field_validation="Strict")
+    create_objects(kube_api, namespace, objs)
 
     # the real training-operator creates the master pod, owned by the PyTorchJob
     pod = ks.wait_for(lambda: _pod(core, namespace, pod_name), timeout=60, what="master pod")
@@ -207,15 +244,22 @@ def test_sixteen_gpus_stay_pending_insufficient(kube_cluster, kube_api, namespac
 
 
 def test_rayjob_cluster_pods_bound_and_job_completes(kube_cluster, kube_api, namespace):
+    """The rendered grpo-exp3 RayJob: real KubeRay creates the RayCluster and the submitter Job; with the fake
+    dashboard the RayJob completes, and shutdownAfterJobFinishes deletes the RayCluster."""
     core, co = client.CoreV1Api(kube_api), _co(kube_api)
     batch = client.BatchV1Api(kube_api)
-    name = "grpo-ray"
+    objs = render_exp3("rayjob")
+    rj_obj = objs[-1]
+    assert rj_obj["kind"] == "RayJob" and rj_obj["spec"]["submissionMode"] == "K8sJobMode"
+    name = rj_obj["metadata"]["name"]
     ks.serve_cluster_logs(kube_cluster, f"{namespace}-all", "\n".join(VERL_LOG), namespaces=[namespace])
-    co.create_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", rayjob(name),
-                                       field_validation="Strict")
+    create_objects(kube_api, namespace, objs)
 
-    rj = ks.wait_for(lambda: (o := co.get_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", name))
-                     .get("status", {}).get("rayClusterName") and o, timeout=60, what="RayCluster name")
+    def get_rj():
+        return co.get_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", name)
+
+    rj = ks.wait_for(lambda: (o := get_rj()).get("status", {}).get("rayClusterName") and o, timeout=60,
+                     what="RayCluster name")
     rc_name = rj["status"]["rayClusterName"]
     rc = co.get_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters", rc_name)
     assert rc["metadata"]["ownerReferences"][0]["kind"] == "RayJob"
@@ -228,30 +272,32 @@ def test_rayjob_cluster_pods_bound_and_job_completes(kube_cluster, kube_api, nam
     pods = ks.wait_for(ray_pods_running, timeout=90, what="ray head+worker Running")
     by_type = {p.metadata.labels["ray.io/node-type"]: p for p in pods}
     assert set(by_type) == {"head", "worker"}
-    assert by_type["worker"].spec.node_name in A100_NODES
-
-    rc = ks.wait_for(lambda: (o := co.get_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters",
-                                                                    rc_name)).get("status", {}).get("state") == "ready"
-                     and o, timeout=60, what="RayCluster ready")
+    assert by_type["worker"].spec.node_name in A100_NODES  # 2 GPUs, nodeSelector A100
+    ks.wait_for(lambda: co.get_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters", rc_name)
+                .get("status", {}).get("state") == "ready", timeout=60, what="RayCluster ready")
 
     # K8sJobMode: the operator creates a batch/v1 submitter Job; its pod's log is served by the ClusterLogs
-    job = ks.wait_for(lambda: batch.read_namespaced_job(name, namespace), timeout=60, what="submitter Job")
+    ks.wait_for(lambda: batch.read_namespaced_job(name, namespace), timeout=60, what="submitter Job")
     sub = ks.wait_for(lambda: core.list_namespaced_pod(namespace, label_selector=f"job-name={name}").items,
                       timeout=60, what="submitter pod")[0]
     ks.wait_for(lambda: core.read_namespaced_pod(sub.metadata.name, namespace).status.phase
                 in ("Running", "Succeeded"), timeout=60, what="submitter pod running")
     assert core.read_namespaced_pod_log(sub.metadata.name, namespace).splitlines() == VERL_LOG
+    rj = get_rj()
+    assert rj["status"]["jobDeploymentStatus"] in ("Running", "Complete"), rj["status"]
+    # head/worker pods are not batch pods: KWOK keeps them running while the submitter finishes
+    assert ray_pods_running() is not None
 
-    done = ks.wait_for(lambda: (o := co.get_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", name))
-                       .get("status", {}).get("jobDeploymentStatus") in ("Complete", "Failed") and o,
-                       timeout=120, what="RayJob terminal")
+    done = ks.wait_for(lambda: (o := get_rj()).get("status", {}).get("jobDeploymentStatus")
+                       in ("Complete", "Failed") and o, timeout=120, what="RayJob terminal")
     assert done["status"]["jobDeploymentStatus"] == "Complete", done["status"]
     assert done["status"]["jobStatus"] == "SUCCEEDED"
-    job = batch.read_namespaced_job(name, namespace)
-    assert job.status.succeeded == 1
-    # head/worker pods are not batch pods: KWOK keeps them running
-    assert all(p.status.phase == "Running"
-               for p in core.list_namespaced_pod(namespace, label_selector=f"ray.io/cluster={rc_name}").items)
+    assert batch.read_namespaced_job(name, namespace).status.succeeded == 1
+    # shutdownAfterJobFinishes: true -> the operator deletes the RayCluster, KWOK's pod-delete stage the pods
+    ks.wait_for(lambda: not co.list_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters")["items"],
+                timeout=60, what="RayCluster deleted")
+    ks.wait_for(lambda: not core.list_namespaced_pod(namespace, label_selector=f"ray.io/cluster={rc_name}").items,
+                timeout=60, what="ray pods deleted")
 
 
 def test_invalid_manifests_rejected_by_apiserver(kube_cluster, kube_api, namespace):
@@ -340,7 +386,7 @@ def test_default_namespace_serves_verl_log(kube_cluster, kube_api):
     try:
         ks.wait_for(lambda: core.read_namespaced_pod(name, "default").status.phase == "Running", timeout=60,
                     what="probe pod Running")
-        text = core.read_namespaced_pod_log(name, "default")
+        text = re.sub(r"\x1b\[[0-9;]*m", "", core.read_namespaced_pod_log(name, "default"))  # Ray colours the prefix
         steps = [line for line in text.splitlines() if " step:" in line and "training/global_step:" in line]
         assert len(steps) >= 5, text[:2000]
         assert steps[0].startswith("(TaskRunnerV1 pid=")

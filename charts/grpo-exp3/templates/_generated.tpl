@@ -37,6 +37,55 @@ config hash in the job name; its indented form is the ConfigMap's spec.yaml.
 {{- (dict "name" (index $v "name") "backend" (index $v "backend") "image" (index $v "image") "image_pull_policy" (index $v "image_pull_policy") "model" (dict "path" (index $s_model "path") "local_dir" (index $s_model "local_dir") "cache_dir" (index $s_model "cache_dir") "offline" (index $s_model "offline") "trust_remote_code" (index $s_model "trust_remote_code")) "data" (dict "dataset" (index $s_data "dataset") "dir" (index $s_data "dir") "source_dir" (index $s_data "source_dir") "train_files" (index $s_data "train_files") "val_files" (index $s_data "val_files") "train_batch_size" (index $s_data "train_batch_size") "max_prompt_length" (index $s_data "max_prompt_length") "max_response_length" (index $s_data "max_response_length") "filter_overlong_prompts" (index $s_data "filter_overlong_prompts") "truncation" (index $s_data "truncation") "val_max_samples" (index $s_data "val_max_samples")) "algorithm" (dict "adv_estimator" (index $s_algorithm "adv_estimator") "norm_adv_by_std_in_grpo" (index $s_algorithm "norm_adv_by_std_in_grpo") "use_kl_in_reward" (index $s_algorithm "use_kl_in_reward") "kl_coef" (index $s_algorithm "kl_coef") "use_kl_loss" (index $s_algorithm "use_kl_loss") "kl_loss_coef" (index $s_algorithm "kl_loss_coef") "kl_loss_type" (index $s_algorithm "kl_loss_type") "entropy_coeff" (index $s_algorithm "entropy_coeff")) "rollout" (dict "name" (index $s_rollout "name") "tensor_parallel_size" (index $s_rollout "tensor_parallel_size") "n" (index $s_rollout "n") "gpu_memory_utilization" (index $s_rollout "gpu_memory_utilization") "temperature" (index $s_rollout "temperature") "log_prob_micro_batch_size_per_gpu" (index $s_rollout "log_prob_micro_batch_size_per_gpu")) "actor" (dict "strategy" (index $s_actor "strategy") "lr" (index $s_actor "lr") "ppo_mini_batch_size" (index $s_actor "ppo_mini_batch_size") "ppo_micro_batch_size_per_gpu" (index $s_actor "ppo_micro_batch_size_per_gpu") "param_offload" (index $s_actor "param_offload") "optimizer_offload" (index $s_actor "optimizer_offload") "gradient_checkpointing" (index $s_actor "gradient_checkpointing") "use_remove_padding" (index $s_actor "use_remove_padding")) "trainer" (dict "project_name" (index $s_trainer "project_name") "total_training_steps" (index $s_trainer "total_training_steps") "total_epochs" (index $s_trainer "total_epochs") "save_freq" (index $s_trainer "save_freq") "test_freq" (index $s_trainer "test_freq") "val_before_train" (index $s_trainer "val_before_train") "logger" (index $s_trainer "logger") "checkpoint_dir" (index $s_trainer "checkpoint_dir") "resume_mode" (index $s_trainer "resume_mode") "resume_from_path" (index $s_trainer "resume_from_path") "max_actor_ckpt_to_keep" (index $s_trainer "max_actor_ckpt_to_keep")) "resources" (dict "nodes" (index $s_resources "nodes") "gpus_per_node" (index $s_resources "gpus_per_node") "gpu_type" (index $s_resources "gpu_type") "gpu_resource" (index $s_resources "gpu_resource") "gpu_product_label" (index $s_resources "gpu_product_label") "cpu" (index $s_resources "cpu") "memory" (index $s_resources "memory") "shm_size" (index $s_resources "shm_size") "head_cpu" (index $s_resources "head_cpu") "head_memory" (index $s_resources "head_memory")) "storage" (dict "claim_name" (index $s_storage "claim_name") "create" (index $s_storage "create") "size" (index $s_storage "size") "storage_class" (index $s_storage "storage_class") "access_mode" (index $s_storage "access_mode") "mount_path" (index $s_storage "mount_path")) "scheduling" (dict "namespace" (index $s_scheduling "namespace") "queue" (index $s_scheduling "queue") "priority_class" (index $s_scheduling "priority_class") "node_selector" (index $s_scheduling "node_selector") "tolerations" $s_scheduling_tolerations "pod_annotations" (index $s_scheduling "pod_annotations") "service_account" (index $s_scheduling "service_account")) "run_policy" (dict "backoff_limit" (index $s_run_policy "backoff_limit") "active_deadline_seconds" (index $s_run_policy "active_deadline_seconds") "ttl_seconds_after_finished" (index $s_run_policy "ttl_seconds_after_finished") "clean_pod_policy" (index $s_run_policy "clean_pod_policy")) "network" (dict "nccl_socket_ifname" (index $s_network "nccl_socket_ifname") "nccl_ib" (index $s_network "nccl_ib") "nccl_debug" (index $s_network "nccl_debug")) "secrets" (dict "hf_token" $s_secrets_hf_token "wandb_api_key" $s_secrets_wandb_api_key "image_pull_secrets" (index $s_secrets "image_pull_secrets")) "security" (dict "run_as_user" (index $s_security "run_as_user") "run_as_group" (index $s_security "run_as_group") "read_only_root_filesystem" (index $s_security "read_only_root_filesystem") "extra_capabilities" (index $s_security "extra_capabilities"))) | toJson -}}
 {{- end -}}
 
+{{/* Text with the characters YAML refuses or folds escaped (canonical.yaml_safe_chars);
+     argument: JSON(-flow) text whose only non-ASCII characters are inside strings. */}}
+{{- define "grpo-exp3.yamlSafeChars" -}}
+{{- $t := . -}}
+{{- $t = replace "\u007f" "\\u007f" $t -}}
+{{- $t = replace "\u0080" "\\u0080" $t -}}
+{{- $t = replace "\u0081" "\\u0081" $t -}}
+{{- $t = replace "\u0082" "\\u0082" $t -}}
+{{- $t = replace "\u0083" "\\u0083" $t -}}
+{{- $t = replace "\u0084" "\\u0084" $t -}}
+{{- $t = replace "\u0085" "\\u0085" $t -}}
+{{- $t = replace "\u0086" "\\u0086" $t -}}
+{{- $t = replace "\u0087" "\\u0087" $t -}}
+{{- $t = replace "\u0088" "\\u0088" $t -}}
+{{- $t = replace "\u0089" "\\u0089" $t -}}
+{{- $t = replace "\u008a" "\\u008a" $t -}}
+{{- $t = replace "\u008b" "\\u008b" $t -}}
+{{- $t = replace "\u008c" "\\u008c" $t -}}
+{{- $t = replace "\u008d" "\\u008d" $t -}}
+{{- $t = replace "\u008e" "\\u008e" $t -}}
+{{- $t = replace "\u008f" "\\u008f" $t -}}
+{{- $t = replace "\u0090" "\\u0090" $t -}}
+{{- $t = replace "\u0091" "\\u0091" $t -}}
+{{- $t = replace "\u0092" "\\u0092" $t -}}
+{{- $t = replace "\u0093" "\\u0093" $t -}}
+{{- $t = replace "\u0094" "\\u0094" $t -}}
+{{- $t = replace "\u0095" "\\u0095" $t -}}
+{{- $t = replace "\u0096" "\\u0096" $t -}}
+{{- $t = replace "\u0097" "\\u0097" $t -}}
+{{- $t = replace "\u0098" "\\u0098" $t -}}
+{{- $t = replace "\u0099" "\\u0099" $t -}}
+{{- $t = replace "\u009a" "\\u009a" $t -}}
+{{- $t = replace "\u009b" "\\u009b" $t -}}
+{{- $t = replace "\u009c" "\\u009c" $t -}}
+{{- $t = replace "\u009d" "\\u009d" $t -}}
+{{- $t = replace "\u009e" "\\u009e" $t -}}
+{{- $t = replace "\u009f" "\\u009f" $t -}}
+{{- $t = replace "\ufffe" "\\ufffe" $t -}}
+{{- $t = replace "\uffff" "\\uffff" $t -}}
+{{- $t -}}
+{{- end -}}
+
+{{/* The ConfigMap's spec.yaml (canonical.yaml_document): toPrettyJson, YAML-safe. */}}
+{{- define "grpo-exp3.specDocument" -}}
+{{- $t := include "grpo-exp3.specJson" . | fromJson | toPrettyJson -}}
+{{- $t = include "grpo-exp3.yamlSafeChars" $t -}}
+{{- regexReplaceAll `(?m)(": |^ *)(-?[0-9]+)(e[-+][0-9]+,?)$` $t "${1}${2}.0${3}" -}}
+{{- end -}}
+
 {{/* Launcher constants (GPU products, entrypoint, label keys) as JSON. */}}
 {{- define "grpo-exp3.constants" -}}
 {"appName":"verl-grpo","componentLabel":"app.kubernetes.io/component","entrypoint":["python3","-m","launcher.entrypoint","--config","/etc/grpo/spec.yaml"],"entrypointShell":"python3 -m launcher.entrypoint --config /etc/grpo/spec.yaml","experimentLabel":"grpo.launcher.io/experiment","gpuProducts":{"A100-40GB":"NVIDIA-A100-SXM4-40GB","A100-80GB":"NVIDIA-A100-SXM4-80GB","A100-80GB-PCIE":"NVIDIA-A100-80GB-PCIe","H100-80GB":"NVIDIA-H100-80GB-HBM3","H200":"NVIDIA-H200","L40S":"NVIDIA-L40S"},"gpuTypes":["A100-40GB","A100-80GB","A100-80GB-PCIE","H100-80GB","H200","L40S"],"hashLabel":"grpo.launcher.io/config-hash","hashLen":8,"homeDir":"/home/verl","instanceLabel":"app.kubernetes.io/instance","jobNameMax":47,"nameMax":38,"partOf":"grpo-launcher","queueLabel":"kueue.x-k8s.io/queue-name","rayVersion":"2.60.0","specMount":"/etc/grpo","specPath":"/etc/grpo/spec.yaml","version":"0.1.0"}

@@ -35,6 +35,26 @@ live in scheduling.namespace (it is part of the spec, and so of the hash, exactl
 {{- $errs = append $errs (printf "values.actor.ppo_mini_batch_size must make ppo_mini_batch_size × rollout.n divisible by the GPU count %d; %d × %d = %d, got %d" $world $mini $n (mul $mini $n) $mini) -}}
 {{- else if and (gt $world 0) (gt $micro 0) (mod (div (mul $mini $n) $world) $micro) -}}
 {{- $errs = append $errs (printf "values.actor.ppo_micro_batch_size_per_gpu must be a divisor of the per-GPU mini-batch ppo_mini_batch_size × rollout.n / GPUs = %d × %d / %d = %d, got %d" $mini $n $world (div (mul $mini $n) $world) $micro) -}}
+{{- else if and (gt $world 0) (not (mod (mul $batch $n) $world)) -}}
+{{- /* verl pads train_batch_size × n up to a multiple of lcm(GPUs, ppo_mini_batch_size × n) and
+       computes log-probs per GPU in micro-batches of log_prob_micro_batch_size_per_gpu.
+       lcm through Euclid's gcd: 100 rounds are far more than any pair of int64 needs. */ -}}
+{{- $samples := mul $mini $n -}}
+{{- $a := $world -}}
+{{- $b := $samples -}}
+{{- range until 100 -}}
+{{- if ne $b 0 -}}
+{{- $t := mod $a $b -}}
+{{- $a = $b -}}
+{{- $b = $t -}}
+{{- end -}}
+{{- end -}}
+{{- $multiple := div (mul $world $samples) $a -}}
+{{- $perGpu := div (mul (div (add (mul $batch $n) (sub $multiple 1)) $multiple) $multiple) $world -}}
+{{- $lpMicro := int64 $v.rollout.log_prob_micro_batch_size_per_gpu -}}
+{{- if and (gt $lpMicro 0) (mod $perGpu $lpMicro) -}}
+{{- $errs = append $errs (printf "values.rollout.log_prob_micro_batch_size_per_gpu must be a divisor of the per-GPU log-prob batch (train_batch_size × rollout.n padded to a multiple of lcm(GPUs, ppo_mini_batch_size × rollout.n), / GPUs) = %d, got %d" $perGpu $lpMicro) -}}
+{{- end -}}
 {{- end -}}
 {{- if or (gt $tp $gpn) (and (gt $tp 0) (mod $gpn $tp)) -}}
 {{- $errs = append $errs (printf "values.rollout.tensor_parallel_size must be a divisor of resources.gpus_per_node (%d): tensor parallelism stays within a node, got %d" $gpn $tp) -}}

@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
 
     from launcher import labels as L
     from launcher.commands._cluster import connect, err
-    from launcher.kube import CONFIGMAP, POD, PVC
+    from launcher.kube import CONFIGMAP, PVC
     from launcher.kube import jobs as J
 
     kube = connect(args)

@@ -51,7 +51,12 @@ def run(args: argparse.Namespace) -> int:
     written = 0
     with sink:
         try:
+            first = True
             while chunk := src.read(CHUNK):
+                if first and b"\x00" in chunk[:65536]:
+                    # A pod log is text; NULs at the start mean a binary file was passed by mistake.
+                    raise BadInput(f"{args.logfile}: binary data (NUL bytes); expected a text log")
+                first = False
                 written += sink.add_many(parser.feed(chunk), attempt)
         except OSError as exc:
             raise BadInput(f"{args.logfile}: read failed: {exc.strerror or exc}") from None

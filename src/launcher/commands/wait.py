@@ -28,12 +28,24 @@ def run(args: argparse.Namespace) -> int:
     ref = J.find_run(kube, args.name)
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     last_problem = None
+    from launcher.errors import ClusterError
+    from launcher.follow import transient
+
     while True:
-        obj = kube.get(ref.resource, ref.name)
+        try:
+            obj = kube.get(ref.resource, ref.name)
+            ref = J.JobRef(ref.backend, ref.name, obj) if obj is not None else ref
+            pods = J.job_pods(kube, ref)
+        except ClusterError as exc:
+            if not transient(exc) or (deadline is not None and time.monotonic() > deadline):
+                raise
+            err(f"API server unavailable ({exc}); retrying")
+            time.sleep(args.interval)
+            continue
         state = J.job_state(ref.backend, obj)
         if state.finished:
             break
-        for p in J.job_pods(kube, ref):
+        for p in pods:
             problem = J.pod_problem(p)
             if problem and problem != last_problem:
                 err(f"[{J.short_name(p, ref.name)}] {problem}")

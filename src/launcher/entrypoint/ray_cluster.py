@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import sys
 import time
@@ -147,12 +148,15 @@ class BootstrapSettings:
     ray_stop_grace_s: float = 5.0  # `ray start --block` drains up to 30 s on SIGTERM; nothing to save
     temp_dir: str | None = None  # `ray start --temp-dir` (tests run two nodes on one machine)
     node_ip: str | None = None  # `--node-ip-address` (POD_IP when the pod exposes it)
+    extra_args: tuple[str, ...] = ()  # LAUNCHER_RAY_START_ARGS, appended to `ray start`
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "BootstrapSettings":
-        port = env.get("LAUNCHER_RAY_PORT")
+        port = env.get("LAUNCHER_RAY_PORT") or str(RAY_PORT)
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise BadInput(f"LAUNCHER_RAY_PORT={port!r}: expected a TCP port number")
         return cls(
-            port=int(port) if port else RAY_PORT,
+            port=int(port),
             node_wait_s=_float_env(env, "LAUNCHER_NODE_WAIT_S", cls.node_wait_s),
             head_wait_s=_float_env(env, "LAUNCHER_HEAD_WAIT_S", cls.head_wait_s),
             head_lost_s=_float_env(env, "LAUNCHER_HEAD_LOST_S", cls.head_lost_s),
@@ -161,6 +165,7 @@ class BootstrapSettings:
             ray_stop_grace_s=_float_env(env, "LAUNCHER_RAY_STOP_GRACE_S", cls.ray_stop_grace_s),
             temp_dir=env.get("LAUNCHER_RAY_TEMP_DIR") or None,
             node_ip=env.get("POD_IP") or None,
+            extra_args=tuple(shlex.split(env.get("LAUNCHER_RAY_START_ARGS", ""))),
         )
 
 
@@ -188,7 +193,7 @@ def ray_start_argv(topo: Topology, settings: BootstrapSettings, *, cpus: int, gp
         argv.append(f"--node-ip-address={settings.node_ip}")
     if settings.temp_dir and topo.is_head:
         argv.append(f"--temp-dir={settings.temp_dir}")
-    return argv
+    return argv + list(settings.extra_args)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -438,7 +443,7 @@ def _worker_phase(topo: Topology, settings: BootstrapSettings, gcs: Gcs, raylet:
             return code
         if ended is not None:
             log(f"ERROR: the Ray worker process ended (status {ended}) and the master published no exit status")
-            return ended or 1
+            return 1
         if time.monotonic() - last_contact > settings.head_lost_s:
             log(f"ERROR: the Ray head {master} ({gcs.address}) has been unreachable for {settings.head_lost_s:g}s "
                 "and never published an exit status")

@@ -132,10 +132,15 @@ def list_runs(kube: Kube, experiment: str | None = None, backends=("pytorchjob",
 
 def pod_selectors(ref: JobRef) -> list[str]:
     """Label selectors of the run's pods: our template labels; for RayJob also the submitter Job's pod."""
-    sels = [L.instance_selector(ref.name)]
-    if ref.backend == "rayjob":
-        sels += [f"{lbl}={ref.name}" for lbl in JOB_NAME_LABELS]
-    return sels
+    if ref.backend != "rayjob":
+        return [L.instance_selector(ref.name)]
+    # KubeRay overwrites app.kubernetes.io/name on Ray pods (with "kuberay"), so select them by our instance
+    # label alone and by the RayCluster the RayJob reports; the submitter by the Job controller's label.
+    sels = [f"{L.INSTANCE_LABEL}={ref.name}"]
+    cluster = (ref.obj.get("status") or {}).get("rayClusterName")
+    if cluster:
+        sels.append(f"{RAY_CLUSTER_LABEL}={cluster}")
+    return sels + [f"{lbl}={ref.name}" for lbl in JOB_NAME_LABELS]
 
 
 def job_pods(kube: Kube, ref: JobRef) -> list[dict]:

@@ -1,0 +1,186 @@
+"""Faults during a followed run on the local control plane; after each, the saved raw log equals the served
+log line for line and metrics.jsonl equals simlog's ground truth: nothing lost, nothing duplicated."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import kwok_support as ks
+from launcher_helpers import (cri, expected_rows, job_name, launcher, raw_lines, rows, run_launcher, serve_run,
+                              submit_args, verl_lines, wait_file_rows)
+
+pytestmark = pytest.mark.cluster
+STEPS = 25
+
+
+def _kube(info, ns):
+    from launcher.kube import Kube
+
+    return Kube.connect(str(info.kubeconfig), namespace=ns)
+
+
+def _ref(kube, job):
+    from launcher.kube import jobs as J
+
+    return J.find_run(kube, job)
+
+
+def test_stream_cut_several_times(kube_cluster, namespace, tmp_path):
+    """The real API stream is closed by the follower's hook at a different place on each of the first 6
+    attaches (as a network cut would), while the served log keeps growing."""
+    from launcher.follow import LogFollower
+    from launcher.runs import RunDir
+
+    ns, runs = namespace, tmp_path / "runs"
+    delay = "25s"
+    job = job_name(ns, STEPS, delay)
+    lines = verl_lines(STEPS, seed=5)
+    served = serve_run(kube_cluster, ns, f"{job}-master-0", lines, initial=10)
+    rc, out, err = run_launcher(submit_args(ns, STEPS, delay), kube_cluster, runs)
+    assert rc == 0, err
+    cuts: list[int] = []
+
+    def hook(key, chunks):
+        n = len(cuts)
+        for i, c in enumerate(chunks):
+            if n < 6 and i == 1 + n % 3:
+                cuts.append(i)
+                raise ConnectionResetError("cut by test")
+            yield c
+
+    live = served.start(interval=0.25)
+    try:
+        kube = _kube(kube_cluster, ns)
+        result = LogFollower(kube, _ref(kube, job), RunDir(runs / job), stream_hook=hook, poll_interval=0.5).run()
+    finally:
+        live.stop()
+    assert result.state.succeeded, result
+    assert len(cuts) == 6
+    assert raw_lines(runs / job / "logs" / f"{job}-master-0.log") == lines
+    assert rows(runs / job) == expected_rows(STEPS, seed=5)
+
+
+def test_launcher_killed_and_restarted_mid_run(kube_cluster, namespace, tmp_path):
+    ns, runs = namespace, tmp_path / "runs"
+    delay = "35s"
+    job = job_name(ns, STEPS, delay)
+    lines = verl_lines(STEPS, seed=6)
+    served = serve_run(kube_cluster, ns, f"{job}-master-0", lines, initial=20)
+    live = served.start(interval=0.5)
+    try:
+        first = launcher(submit_args(ns, STEPS, delay, "--follow"), kube_cluster, runs)
+        wait_file_rows(runs / job, 5, timeout=60)
+        first.send_signal(signal.SIGKILL)  # no cleanup, no final state save
+        first.communicate(timeout=10)
+        time.sleep(2)  # more lines arrive while nobody follows
+        n_before = len(rows(runs / job))
+        rc, out, err = run_launcher(["logs", job, "-n", ns, "-f"], kube_cluster, runs, timeout=120)
+    finally:
+        live.stop()
+    assert first.returncode == -signal.SIGKILL
+    assert rc == 0, err[-3000:]
+    assert 5 <= n_before < STEPS
+    assert raw_lines(runs / job / "logs" / f"{job}-master-0.log") == lines
+    assert rows(runs / job) == expected_rows(STEPS, seed=6)
+    # the restarted follower printed only what the killed one had not saved
+    printed = [ln for ln in out.split("\n") if ln.startswith("[master-0] ")]
+    assert 0 < len(printed) < len(lines)
+
+
+def test_container_restart_mid_run(kube_cluster, namespace, tmp_path):
+    """KWOK cannot restart a container, so the test does what the kubelet would: it serves the old log as the
+    previous container's log and a new file as the current one (a resumed verl re-logging steps with other
+    values), then patches the pod's status (restartCount 1, lastState terminated) through the status
+    subresource."""
+    from launcher.follow import LogFollower
+    from launcher.kube import POD
+    from launcher.runs import RunDir
+
+    ns, runs = namespace, tmp_path / "runs"
+    delay = "30s"
+    job = job_name(ns, 6, delay)
+    pod = f"{job}-master-0"
+    first = verl_lines(6, seed=7)[:25]  # attempt 0 dies after step 4
+    second = verl_lines(6, seed=8)  # attempt 1 starts over: steps 1..6 again, other values
+    served = serve_run(kube_cluster, ns, pod, first, initial=22)
+    rc, out, err = run_launcher(submit_args(ns, 6, delay), kube_cluster, runs)
+    assert rc == 0, err
+    kube = _kube(kube_cluster, ns)
+    ks.wait_for(lambda: (kube.get(POD, pod) or {}).get("status", {}).get("phase") == "Running", 60, what="pod running")
+    result: dict = {}
+    follower = LogFollower(kube, _ref(kube, job), RunDir(runs / job), poll_interval=0.5)
+    t = threading.Thread(target=lambda: result.setdefault("r", follower.run()), daemon=True)
+    t.start()
+    time.sleep(3)
+    ks.append_log(served.path, first[22:])  # the old container's last words, just before it dies
+    # attempt 1's log in a new file; the old file becomes the "previous" log (never rewritten)
+    new = served.path.with_name("attempt1.log")
+    new.write_text(cri(second[:10]))
+    body = {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs", "metadata": {"name": pod, "namespace": ns},
+            "spec": {"logs": [{"logsFile": str(new), "previousLogsFile": str(served.path), "follow": True}]}}
+    ks._apply_custom(kube_cluster.api_client(), "logs", body, ns)
+    cur = kube.get(POD, pod)
+    statuses = cur["status"]["containerStatuses"]
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for cs in statuses:
+        cs["lastState"] = {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": now,
+                                          "startedAt": cs.get("state", {}).get("running", {}).get("startedAt", now)}}
+        cs["restartCount"] = 1
+        cs["state"] = {"running": {"startedAt": now}}
+    kube.patch(POD, pod, {"status": {"containerStatuses": statuses}}, sub="status")
+    time.sleep(1)
+    ks.append_log(new, second[10:])
+    t.join(120)
+    assert not t.is_alive()
+    assert result["r"].state.succeeded
+    saved = raw_lines(runs / job / "logs" / f"{pod}.log")
+    assert saved == first + second
+    assert rows(runs / job) == expected_rows(6, seed=8)  # the restarted container's values won
+    meta = json.loads((runs / job / "metrics.meta.json").read_text())
+    assert {r["attempt"] for r in meta["relogged"]} == {1}
+
+
+def _apiserver_pid(info) -> int:
+    d = ks.cluster_dir() / "kwok" / "clusters" / "grpo" / "pids" / "kube-apiserver.pid"
+    return int(d.read_text().strip())
+
+
+def test_api_server_restart_during_follow(kube_cluster, namespace, tmp_path):
+    """Stop kube-apiserver (SIGTERM) in the middle of `submit --follow` and start it again with the same
+    command line, the way kwokctl started it."""
+    ns, runs = namespace, tmp_path / "runs"
+    pid_file = ks.cluster_dir() / "kwok" / "clusters" / "grpo" / "pids" / "kube-apiserver.pid"
+    if not pid_file.exists():
+        pytest.skip(f"no kube-apiserver pid file at {pid_file}: cannot restart the API server here")
+    delay = "40s"
+    job = job_name(ns, STEPS, delay)
+    lines = verl_lines(STEPS, seed=9)
+    served = serve_run(kube_cluster, ns, f"{job}-master-0", lines, initial=20)
+    live = served.start(interval=0.6)
+    try:
+        proc = launcher(submit_args(ns, STEPS, delay, "--follow"), kube_cluster, runs)
+        wait_file_rows(runs / job, 3, timeout=60)
+        pid = int(pid_file.read_text().strip())
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+        os.kill(pid, signal.SIGTERM)
+        ks.wait_for(lambda: not Path(f"/proc/{pid}").exists(), 30, what="apiserver exit")
+        time.sleep(3)  # the follower sees connection refused while it is down
+        log = open(ks.cluster_dir() / "kwok" / "clusters" / "grpo" / "logs" / "kube-apiserver.log", "ab")
+        new = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=log, start_new_session=True)
+        pid_file.write_text(str(new.pid))
+        ks.wait_for(lambda: kube_cluster.kubectl("get", "--raw", "/readyz", check=False).returncode == 0, 90,
+                    what="apiserver ready again")
+        out, err = proc.communicate(timeout=150)
+    finally:
+        live.stop()
+    assert proc.returncode == 0, err[-3000:]
+    assert raw_lines(runs / job / "logs" / f"{job}-master-0.log") == lines
+    assert rows(runs / job) == expected_rows(STEPS, seed=9)
