@@ -60,29 +60,39 @@ def helm_schema() -> dict:
     raw = S.ExperimentSpec.model_json_schema()
     defs = raw.pop("$defs", {})
 
-    def walk(node: Any) -> Any:
+    def walk(node: Any, section: bool) -> Any:
+        """`section`: an object whose keys values.yaml always carries (the root and its sections)."""
         if isinstance(node, list):
-            return [walk(n) for n in node]
+            return [walk(n, False) for n in node]
         if not isinstance(node, dict):
             return node
         if "$ref" in node:
-            target = walk(copy.deepcopy(defs[node["$ref"].rsplit("/", 1)[-1]]))
+            target = walk(copy.deepcopy(defs[node["$ref"].rsplit("/", 1)[-1]]), section)
             # keep the referring field's own description (the class docstring is less specific)
             extra = {k: v for k, v in node.items() if k in ("description",)}
             return {**target, **extra}
-        out = {k: walk(v) for k, v in node.items() if k != "title"}
+        out = {}
+        for k, v in node.items():
+            if k == "title":
+                continue
+            if k == "properties":
+                # a section's non-nullable sub-model is a section too; list items and optional
+                # objects (SecretRef) are written by the user and keep pydantic's own `required`
+                out[k] = {name: walk(sub, section and "$ref" in sub) for name, sub in v.items()}
+            else:
+                out[k] = walk(v, False)
         if out.get("type") == "object" or "properties" in out:
             # unknown keys are refused everywhere, as pydantic's extra="forbid" does; dicts with
             # constrained keys (patternProperties) refuse keys that miss the pattern the same way
             if "properties" in out or "patternProperties" in out:
                 out["additionalProperties"] = False
-            if "properties" in out:
+            if "properties" in out and section:
                 # values.yaml carries every key, so a missing non-nullable key can only come from a
                 # `null` override (Helm deletes the key): say "required" instead of rendering a hole
                 out["required"] = [k for k, v in out["properties"].items() if not _nullable(v)]
         return out
 
-    body = walk(raw)
+    body = walk(raw, True)
     schema = {
         "$schema": "http://json-schema.org/draft-07/schema#",
         "title": f"{CHART_NAME} values (launcher ExperimentSpec {__version__})",
@@ -176,7 +186,7 @@ def _unwrap(annotation: Any) -> tuple[Any, bool]:
     return annotation, False
 
 
-def _spec_builder(model: type[BaseModel], src: str, prefix: str, pre: list[str]) -> str:
+def _spec_builder(model: type[BaseModel], src: str, prefix: str, pre: list[str], item_level: bool = False) -> str:
     """A Go-template expression building `model`'s mapping from the map in variable `src`.
 
     `pre` collects statements (variables for list items and optional sub-objects) that must run
@@ -194,7 +204,7 @@ def _spec_builder(model: type[BaseModel], src: str, prefix: str, pre: list[str])
         elif sub is not None and nullable:
             pre.append(f"{{{{- {var} := index {src} {json.dumps(name)} -}}}}")
             item_pre: list[str] = []
-            built = _spec_builder(sub, var, f"{prefix}_{name}", item_pre)
+            built = _spec_builder(sub, var, f"{prefix}_{name}", item_pre, True)
             pre.append(f"{{{{- if {var} -}}}}")
             pre.extend(item_pre)
             pre.append(f"{{{{- {var} = {built} -}}}}")
@@ -204,13 +214,20 @@ def _spec_builder(model: type[BaseModel], src: str, prefix: str, pre: list[str])
             item_model = _model_of(typing.get_args(inner)[0])
             item = f"{var}_item"
             item_pre = []
-            built = _spec_builder(item_model, item, f"{prefix}_{name}_item", item_pre)
+            built = _spec_builder(item_model, item, f"{prefix}_{name}_item", item_pre, True)
             pre.append(f"{{{{- {var} := list -}}}}")
             pre.append(f"{{{{- range {item} := (index {src} {json.dumps(name)}) -}}}}")
             pre.extend(item_pre)
             pre.append(f"{{{{- {var} = append {var} {built} -}}}}")
             pre.append("{{- end -}}")
             expr = var
+        elif item_level and info.default is not None and not info.is_required():
+            # a key the user left out of a list item or optional object gets the model's default,
+            # as pydantic fills it (values.yaml cannot carry defaults for items it does not have)
+            if not isinstance(info.default, (str, int, float, bool)):
+                raise TypeError(f"{prefix}.{name}: only scalar defaults can be written in a template")
+            key = json.dumps(name)
+            expr = f"(ternary (index {src} {key}) {json.dumps(info.default)} (hasKey {src} {key}))"
         else:
             expr = f"(index {src} {json.dumps(name)})"
         parts.append(f"{json.dumps(name)} {expr}")

@@ -112,7 +112,7 @@ def validators() -> dict[tuple[str, str], jsonschema.Validator]:
         out[("v1", kind)] = jsonschema.Draft7Validator(schema)
     rbac = json.loads((k8s / "api/openapi-spec/v3/apis__rbac.authorization.k8s.io__v1_openapi.json").read_text())
     strict_rbac = _strict(rbac)
-    for kind in ("Role", "RoleBinding", "ClusterRole"):
+    for kind in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"):
         schema = {"$ref": f"#/components/schemas/io.k8s.api.rbac.v1.{kind}", "components": strict_rbac["components"]}
         out[("rbac.authorization.k8s.io/v1", kind)] = jsonschema.Draft7Validator(schema)
     return out

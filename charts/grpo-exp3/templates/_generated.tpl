@@ -20,7 +20,7 @@ config hash in the job name; its indented form is the ConfigMap's spec.yaml.
 {{- $s_scheduling := index $v "scheduling" -}}
 {{- $s_scheduling_tolerations := list -}}
 {{- range $s_scheduling_tolerations_item := (index $s_scheduling "tolerations") -}}
-{{- $s_scheduling_tolerations = append $s_scheduling_tolerations (dict "key" (index $s_scheduling_tolerations_item "key") "operator" (index $s_scheduling_tolerations_item "operator") "value" (index $s_scheduling_tolerations_item "value") "effect" (index $s_scheduling_tolerations_item "effect") "toleration_seconds" (index $s_scheduling_tolerations_item "toleration_seconds")) -}}
+{{- $s_scheduling_tolerations = append $s_scheduling_tolerations (dict "key" (index $s_scheduling_tolerations_item "key") "operator" (ternary (index $s_scheduling_tolerations_item "operator") "Equal" (hasKey $s_scheduling_tolerations_item "operator")) "value" (index $s_scheduling_tolerations_item "value") "effect" (index $s_scheduling_tolerations_item "effect") "toleration_seconds" (index $s_scheduling_tolerations_item "toleration_seconds")) -}}
 {{- end -}}
 {{- $s_run_policy := index $v "run_policy" -}}
 {{- $s_network := index $v "network" -}}

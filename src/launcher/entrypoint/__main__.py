@@ -153,7 +153,7 @@ def main(argv: Sequence[str] | None = None, *, container_env: Mapping[str, str] 
     full_env = {**env, **delta}
     os.environ.update(delta)  # this process too talks to Ray (GCS client) with the same settings
     grace = grace_s if grace_s is not None else R._float_env(env, "LAUNCHER_KILL_GRACE_S", DEFAULT_GRACE_S)
-    cwd = _workdir(spec, delta) if role != "ray-worker" else None
+    cwd = _workdir(spec, delta)  # on workers too: verl's TaskRunner may write the metrics file there
 
     if role == "ray-worker":
         assert topo is not None

@@ -14,7 +14,8 @@ Choices (see also the module docstrings of `runner` and `ray_cluster`):
   `RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES`, which `ray.init` and `ray start` both read.
 - File logger: verl's FileLogger opens its path with mode "wb", so a retried pod would truncate the
   previous attempt's metrics (notes/verl.md §7). Each attempt writes
-  `<checkpoint_path>/metrics/<attempt>.jsonl`; `attempt` is a UTC timestamp chosen by the runner.
+  `<checkpoint_path>/metrics/<attempt>.jsonl`; `attempt` is the UTC start time of the pod's
+  entrypoint (or LAUNCHER_ATTEMPT), so a retry never reopens an earlier attempt's file.
 - Ray auth (notes/verl.md §9.3): single-node and RayJob pods keep Ray's default (a local token, or
   whatever KubeRay configured). A multi-pod PyTorchJob cluster has no shared token file, so it uses
   `RAY_AUTH_TOKEN` when the pod has one (mode `token`) and otherwise sets `RAY_AUTH_MODE=disabled`:
@@ -174,7 +175,9 @@ def env_for(
     }
     if spec.model.offline:
         env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    if "file" in spec.trainer.logger and role in ("single-node", "ray-head", "ray-job-driver"):
+    if "file" in spec.trainer.logger:
+        # Every role: verl's TaskRunner actor (which opens the file) may be placed on any Ray node,
+        # and a raylet's workers inherit the environment of the `ray start` that launched it.
         env["VERL_FILE_LOGGER_PATH"] = metrics_path(spec, attempt)
     cap = object_store_cap(probe)
     if cap is not None and role != "ray-job-driver":

@@ -1,0 +1,342 @@
+"""The Helm chart charts/grpo-exp3 with the real helm: lint, render matrix, refusals, generated files.
+
+Parity with `launcher render` is in test_chart_parity.py; here the chart is checked on its own:
+`helm lint --strict`, `helm template` with the defaults and a matrix of overrides (each object
+validated strictly against the operators' real CRD schemas and Kubernetes' OpenAPI), bad values
+refused with messages that name the key, the cross-field rules agreeing with spec.check_rules, and
+the generated values.yaml / values.schema.json / _generated.tpl being fresh.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import re
+import shutil
+
+import pytest
+import yaml
+
+from chart_support import CHART, ROOT, gen_chart, helm, helm_error, helm_objects, require_helm
+from crd_schema import schema_errors
+from launcher.config import load_raw, spec_from_raw
+from launcher.errors import BadInput
+from launcher.spec import ExperimentSpec, field_docs
+
+MATRIX = {
+    "defaults": [],
+    "rayjob": ["--set", "backend=rayjob"],
+    "nodes-2": ["--set", "resources.nodes=2"],
+    "rayjob-nodes-2": ["--set", "backend=rayjob", "--set", "resources.nodes=2"],
+    "queue": ["--set", "scheduling.queue=team-a"],
+    "rayjob-queue": ["--set", "backend=rayjob", "--set", "scheduling.queue=team-a"],
+    "pvc": ["--set", "storage.create=true", "--set", "storage.claim_name=grpo-data", "--set", "storage.storage_class=fast"],
+    "tolerations": ["--set-json", 'scheduling.tolerations=[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"},'
+                    '{"key":"spot","value":"true","toleration_seconds":60}]'],
+    "ttl-deadline": ["--set", "run_policy.ttl_seconds_after_finished=3600", "--set", "run_policy.active_deadline_seconds=86400"],
+    "secrets-ib": ["--set", "secrets.hf_token.name=hf", "--set", "secrets.hf_token.key=token", "--set", "network.nccl_ib=true",
+                   "--set", "secrets.image_pull_secrets[0]=regcred"],
+}
+
+
+def _job(objects):
+    return next(o for o in objects if o["kind"] in ("PyTorchJob", "RayJob"))
+
+
+def _pods(job):
+    if job["kind"] == "PyTorchJob":
+        return [r["template"] for r in job["spec"]["pytorchReplicaSpecs"].values()]
+    rc = job["spec"]["rayClusterSpec"]
+    return [rc["headGroupSpec"]["template"], *(g["template"] for g in rc["workerGroupSpecs"])]
+
+
+def test_lint_strict():
+    require_helm()
+    proc = helm("lint", "--strict", str(CHART))
+    assert "0 chart(s) failed" in proc.stdout
+
+
+@pytest.mark.parametrize("case", list(MATRIX), ids=list(MATRIX))
+def test_lint_strict_with_overrides(case):
+    require_helm()
+    helm("lint", "--strict", str(CHART), *MATRIX[case])
+
+
+@pytest.mark.parametrize("case", list(MATRIX), ids=list(MATRIX))
+def test_template_matrix_validates_against_real_schemas(case):
+    objects = helm_objects(*MATRIX[case])
+    for obj in objects:
+        assert schema_errors(obj) == [], f"{case}: {obj['kind']} {obj['metadata']['name']}"
+    kinds = sorted(o["kind"] for o in objects)
+    # no ServiceAccount/Role: pods run without a token and need no API access (see values.yaml)
+    assert not {"ServiceAccount", "Role", "RoleBinding"} & set(kinds)
+    job = _job(objects)
+    assert job["kind"] == ("RayJob" if "backend=rayjob" in MATRIX[case] else "PyTorchJob")
+    assert re.fullmatch(r"grpo-exp3-[0-9a-f]{8}", job["metadata"]["name"])
+    for pod in _pods(job):
+        assert pod["spec"]["automountServiceAccountToken"] is False
+    if case == "nodes-2":
+        assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 1
+        assert job["spec"]["runPolicy"]["schedulingPolicy"] == {"minAvailable": 2}
+        assert "podAntiAffinity" in _pods(job)[0]["spec"]["affinity"]
+    if case == "rayjob-nodes-2":
+        assert job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] == 2
+    if case in ("queue", "rayjob-queue"):
+        suspend = job["spec"]["runPolicy"]["suspend"] if job["kind"] == "PyTorchJob" else job["spec"]["suspend"]
+        assert suspend is True
+        assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    if case == "pvc":
+        pvc = next(o for o in objects if o["kind"] == "PersistentVolumeClaim")
+        assert pvc["metadata"]["name"] == "grpo-data" and pvc["spec"]["storageClassName"] == "fast"
+        assert {"name": "workspace", "persistentVolumeClaim": {"claimName": "grpo-data"}} in _pods(job)[0]["spec"]["volumes"]
+    else:
+        assert "PersistentVolumeClaim" not in kinds
+    if case == "tolerations":
+        assert _pods(job)[0]["spec"]["tolerations"] == [
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+            {"key": "spot", "operator": "Equal", "value": "true", "tolerationSeconds": 60},
+        ]
+    if case == "ttl-deadline":
+        assert job["spec"]["runPolicy"]["ttlSecondsAfterFinished"] == 3600
+        assert job["spec"]["runPolicy"]["activeDeadlineSeconds"] == 86400
+    if case == "secrets-ib":
+        env = _pods(job)[0]["spec"]["containers"][0]["env"]
+        assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}} in env
+        assert {"name": "NCCL_IB_DISABLE", "value": "0"} in env
+        assert _pods(job)[0]["spec"]["containers"][0]["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
+
+
+def test_helm_labels_are_the_launchers_plus_bookkeeping():
+    job = _job(helm_objects())
+    labels = job["metadata"]["labels"]
+    assert labels["app.kubernetes.io/managed-by"] == "Helm"
+    assert labels["helm.sh/chart"] == "grpo-exp3-0.1.0"
+    assert labels["app.kubernetes.io/instance"] == job["metadata"]["name"]
+    assert labels["app.kubernetes.io/part-of"] == "grpo-launcher"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Refusals: schema (types, unknown keys, ranges) and the chart's own `fail` checks (cross-field rules)
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--set", "data.train_batch_size=eight"], "at '/data/train_batch_size': got string, want integer"),
+        (["--set", "resources.nodes=true"], "at '/resources/nodes': got boolean, want integer"),
+        (["--set", "data.batch=8"], "at '/data': additional properties 'batch' not allowed"),
+        (["--set", "replicas=3"], "additional properties 'replicas' not allowed"),
+        (["--set", "scheduling.tolerations[0].keyy=x"], "additional properties 'keyy' not allowed"),
+        (["--set", "resources.gpus_per_node=0"], "at '/resources/gpus_per_node': minimum: got 0, want 1"),
+        (["--set", "resources.nodes=0"], "at '/resources/nodes': minimum: got 0, want 1"),
+        (["--set", "backend=mpijob"], "at '/backend'"),
+        (["--set", "name=Bad_Name"], "at '/name'"),
+        (["--set", "resources.cpu=lots"], "at '/resources/cpu'"),
+        (["--set", "rollout.n=null"], "at '/rollout': missing property 'n'"),
+    ],
+    ids=["wrong-type", "bool-for-int", "unknown-key", "unknown-top-key", "unknown-toleration-key", "gpu-count-0",
+         "nodes-0", "bad-enum", "bad-name", "bad-quantity", "null-required"],
+)
+def test_schema_refuses_bad_values(args, message):
+    err = helm_error(*args)
+    assert "values don't meet the specifications of the schema" in err
+    assert message in err, err
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--set", "data.train_batch_size=9", "--set", "actor.ppo_mini_batch_size=9", "--set", "rollout.n=1"],
+         "values.data.train_batch_size must make train_batch_size × rollout.n divisible by the GPU count 2 "
+         "(resources.nodes 1 × resources.gpus_per_node 2); 9 × 1 = 9, got 9"),
+        (["--set", "actor.ppo_mini_batch_size=16"],
+         "values.actor.ppo_mini_batch_size must be at most data.train_batch_size (8), got 16"),
+        (["--set", "actor.ppo_micro_batch_size_per_gpu=3"],
+         "values.actor.ppo_micro_batch_size_per_gpu must be a divisor of the per-GPU mini-batch"),
+        (["--set", "rollout.log_prob_micro_batch_size_per_gpu=3"],
+         "values.rollout.log_prob_micro_batch_size_per_gpu must be a divisor of the per-GPU log-prob batch"),
+        (["--set", "rollout.tensor_parallel_size=4"],
+         "values.rollout.tensor_parallel_size must be a divisor of resources.gpus_per_node (2)"),
+        (["--set", "name=" + "a" * 39], "values.name must be at most 38 characters"),
+        (["--set", "resources.gpu_type=T4"], 'values.resources.gpu_type must be one of [A100-40GB'),
+        (["--set", "storage.create=true"], "values.storage.claim_name must be a claim name when storage.create is true"),
+        (["--set", "trainer.logger={console,wandb}"], "values.secrets.wandb_api_key must be a Secret reference"),
+        (["--set", "trainer.resume_mode=resume_path"], "values.trainer.resume_from_path must be a global_step_N path"),
+        (["--set", "scheduling.namespace=other"], 'values.scheduling.namespace must equal the release namespace "default"'),
+    ],
+    ids=["batch-vs-gpus", "mini-gt-batch", "micro", "log-prob-micro", "tp", "name-length", "gpu-type", "pvc-no-claim",
+         "wandb-no-key", "resume-no-path", "namespace-mismatch"],
+)
+def test_fail_checks_explain_cross_field_rules(args, message):
+    err = helm_error(*args)
+    assert "grpo-exp3: invalid values" in err
+    assert message in err, err
+
+
+def test_all_problems_reported_at_once():
+    err = helm_error("--set", "rollout.tensor_parallel_size=4", "--set", "resources.gpu_type=T4")
+    assert "(2 problem(s))" in err and "tensor_parallel_size" in err and "gpu_type" in err
+
+
+def _launcher_fields(overrides: dict) -> set[str]:
+    raw = load_raw(ROOT / "configs" / "grpo-exp3.yaml")
+    for dotted, value in overrides.items():
+        section, key = dotted.split(".")
+        raw.setdefault(section, {})[key] = value
+    try:
+        spec_from_raw(raw)
+    except BadInput as exc:
+        return {line.split(":")[0].strip("- ").strip() for line in str(exc).splitlines() if line.startswith("  - ")}
+    return set()
+
+
+def _helm_fields(overrides: dict) -> set[str]:
+    args = list(itertools.chain.from_iterable(("--set", f"{k}={v}") for k, v in overrides.items()))
+    proc = helm("template", "grpo-exp3", str(CHART), *args, check=False)
+    if proc.returncode == 0:
+        return set()
+    assert "invalid values" in proc.stderr, proc.stderr
+    return set(re.findall(r"^  - values\.([a-z_.]+) must", proc.stderr, re.M))
+
+
+def _batch_cases() -> list[dict]:
+    rng = random.Random(20261129)  # fixed: the same table every run
+    cases = []
+    for _ in range(40):
+        cases.append({
+            "data.train_batch_size": rng.choice([1, 2, 3, 4, 6, 8, 12, 16, 24, 32]),
+            "rollout.n": rng.choice([1, 2, 3, 4, 8]),
+            "resources.nodes": rng.choice([1, 2, 3]),
+            "resources.gpus_per_node": rng.choice([1, 2, 4, 8]),
+            "actor.ppo_mini_batch_size": rng.choice([1, 2, 4, 8, 16]),
+            "actor.ppo_micro_batch_size_per_gpu": rng.choice([1, 2, 3, 4]),
+            "rollout.log_prob_micro_batch_size_per_gpu": rng.choice([1, 2, 4, 8]),
+            "rollout.tensor_parallel_size": rng.choice([1, 2, 4, 8]),
+        })
+    return cases
+
+
+@pytest.mark.parametrize("overrides", _batch_cases(), ids=lambda c: "-".join(str(v) for v in c.values()))
+def test_chart_rules_agree_with_check_rules(overrides):
+    """The template's `fail` checks and spec.check_rules refuse the same fields on a fixed random table."""
+    require_helm()
+    assert _helm_fields(overrides) == _launcher_fields(overrides)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Generated files: fresh, derived from the model, and the stale check works
+
+
+def test_generated_files_are_fresh():
+    stale = gen_chart.stale_files(CHART)
+    assert not stale, f"stale chart files {sorted(stale)}: run `make chart`"
+
+
+def test_stale_check_names_the_file_and_the_make_target(tmp_path, capsys):
+    copy = tmp_path / "chart"
+    shutil.copytree(CHART, copy)
+    values = copy / "values.yaml"
+    values.write_text(values.read_text().replace("train_batch_size: 8", "train_batch_size: 16"))
+    (copy / "values.schema.json").write_text("{}\n")
+    assert gen_chart.main(["check", "--chart-dir", str(copy)]) == 1
+    err = capsys.readouterr().err
+    assert "values.yaml" in err and "values.schema.json" in err and "make chart" in err
+    assert gen_chart.main(["chart", "--chart-dir", str(copy)]) == 0
+    assert gen_chart.main(["check", "--chart-dir", str(copy)]) == 0
+
+
+def test_values_yaml_mirrors_the_spec_and_documents_every_key():
+    text = (CHART / "values.yaml").read_text()
+    spec = spec_from_raw(load_raw(ROOT / "configs" / "grpo-exp3.yaml"))
+    assert yaml.safe_load(text) == spec.model_dump(mode="json")
+    # every key line is preceded by a `# --` line carrying that field's description
+    docs = field_docs()
+    lines = text.splitlines()
+    path: list[str] = []
+    seen = 0
+    for i, line in enumerate(lines):
+        m = re.match(r"^( *)\"?([a-z_]+)\"?:", line)
+        if not m:
+            continue
+        depth = len(m.group(1)) // 2
+        path = [*path[:depth], m.group(2)]
+        dotted = ".".join(path)
+        assert lines[i - 1].strip().startswith("# --"), f"{dotted} has no `# --` comment"
+        assert lines[i - 1].strip() == f"# -- {docs[dotted]}".strip(), dotted
+        seen += 1
+    assert seen == len(docs)
+
+
+def test_schema_is_closed_draft07_without_refs():
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"
+    assert "$ref" not in json.dumps(schema) and "$defs" not in schema
+
+    def objects(node):
+        if isinstance(node, dict):
+            if "properties" in node:
+                yield node
+            for v in node.values():
+                yield from objects(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from objects(v)
+
+    closed = list(objects(schema))
+    assert len(closed) >= 15 and all(o["additionalProperties"] is False for o in closed)
+    # constraints survive the conversion
+    res = schema["properties"]["resources"]["properties"]
+    assert res["gpus_per_node"]["minimum"] == 1 and res["gpus_per_node"]["maximum"] == 16
+    assert res["cpu"]["pattern"].startswith("^[0-9]")
+    assert schema["properties"]["backend"]["enum"] == ["pytorchjob", "rayjob"]
+    assert set(schema["properties"]) == set(ExperimentSpec.model_fields)
+
+
+def test_schema_accepts_exactly_what_the_model_accepts_on_samples():
+    """jsonschema with the generated schema and pydantic agree on a few valid and invalid documents."""
+    import jsonschema
+
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    good = spec_from_raw(load_raw(ROOT / "configs" / "grpo-exp4.yaml")).model_dump(mode="json")
+    jsonschema.Draft7Validator(schema).validate(good)
+    for path, bad in ((("rollout", "n"), 0), (("image",), "bad image"), (("scheduling", "extra"), 1),
+                      (("resources", "memory"), 128)):
+        doc = json.loads(json.dumps(good))
+        node = doc
+        for part in path[:-1]:
+            node = node[part]
+        node[path[-1]] = bad
+        assert list(jsonschema.Draft7Validator(schema).iter_errors(doc)), path
+        with pytest.raises(Exception):
+            ExperimentSpec.model_validate(doc)
+
+
+def test_chart_version_is_the_launcher_version():
+    from launcher import __version__
+
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["apiVersion"] == "v2" and chart["appVersion"] == __version__ and chart["version"] == __version__
+
+
+def test_notes_tell_how_to_follow_the_run(tmp_path):
+    require_helm()
+    # `helm install --dry-run` renders NOTES.txt without a cluster? it needs one; render NOTES via --show-only
+    proc = helm("template", "grpo-exp3", str(CHART), "--set", "backend=rayjob", "--show-only", "templates/NOTES.txt",
+                check=False)
+    text = proc.stdout + proc.stderr
+    if "could not find template templates/NOTES.txt" in text:
+        # helm template skips NOTES.txt; render it through a throwaway chart copy where it is a manifest comment
+        copy = tmp_path / "chart"
+        shutil.copytree(CHART, copy)
+        notes = (copy / "templates" / "NOTES.txt").read_text()
+        (copy / "templates" / "notes-as-configmap.yaml").write_text(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\ndata:\n  notes: |\n"
+            + "{{- $x := include \"notes.body\" . }}\n{{ $x | indent 4 }}\n")
+        (copy / "templates" / "_notes.tpl").write_text('{{- define "notes.body" -}}\n' + notes + "\n{{- end -}}\n")
+        out = helm("template", "grpo-exp3", str(copy), "--set", "backend=rayjob",
+                   "--show-only", "templates/notes-as-configmap.yaml").stdout
+        text = yaml.safe_load(out)["data"]["notes"]
+    job = _job(helm_objects("--set", "backend=rayjob"))["metadata"]["name"]
+    assert f"python -m launcher logs {job}" in text
+    assert f"kubectl -n default get rayjob {job}" in text

@@ -1,0 +1,143 @@
+"""The chart is a second renderer of the spec: `helm template` must produce what `launcher render` does.
+
+For grpo-exp3 and grpo-exp4 on both backends, plus a config that exercises every optional branch
+(multi-node, queue, created PVC, tolerations, secrets, RDMA, TTL, tiny floats, non-ASCII and
+HTML-special strings), the chart rendered with the values `hack/gen_chart.py values CONFIG` writes
+must equal the launcher's objects, compared parsed, after removing only Helm's bookkeeping labels.
+The ConfigMap's spec.yaml is compared as the exact string (both sides write canonical JSON), and
+so is the job name, whose hash Helm computes itself from the values.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from chart_support import (ROOT, assert_same_objects, gen_chart, helm_objects, launcher_objects, values_file)
+from launcher import canonical
+from launcher.config import load_spec
+
+CONFIGS = [ROOT / "configs" / "grpo-exp3.yaml", ROOT / "configs" / "grpo-exp4.yaml"]
+BACKENDS = ["pytorchjob", "rayjob"]
+
+# Every optional branch of the templates at once; values chosen so the cross-field rules pass.
+EVERYTHING = {
+    "base": str(ROOT / "configs" / "grpo-exp3.yaml"),
+    "name": "everything",
+    "model": {"path": "/models/a<b>&c é 😀", "trust_remote_code": True, "local_dir": "/models/local"},
+    "actor": {"lr": 3.0e-7, "ppo_mini_batch_size": 8},
+    "algorithm": {"kl_coef": 0.25, "entropy_coeff": 1.0e-3, "use_kl_loss": True},
+    "resources": {"nodes": 2, "gpus_per_node": 4, "gpu_type": "H100-80GB"},
+    "data": {"train_batch_size": 16, "val_max_samples": 100},
+    "rollout": {"n": 4, "tensor_parallel_size": 2, "temperature": 0.7},
+    "storage": {"create": True, "claim_name": "data-pvc", "access_mode": "ReadWriteMany", "storage_class": "fast"},
+    "scheduling": {
+        "queue": "team-a", "priority_class": "high", "node_selector": {"pool": "gpu"},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                        {"key": "x", "value": "y", "toleration_seconds": 30}],
+        "pod_annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "1s", "z": "multi\nline\t<&>",
+                            "q": 'a": 1e-7'},
+        "service_account": "trainer",
+    },
+    "run_policy": {"ttl_seconds_after_finished": 600, "active_deadline_seconds": 86400, "backoff_limit": 2},
+    "network": {"nccl_ib": True, "nccl_socket_ifname": "eth0", "nccl_debug": "INFO"},
+    "secrets": {"hf_token": {"name": "hf", "key": "token"}, "wandb_api_key": {"name": "wb", "key": "k"},
+                "image_pull_secrets": ["regcred"]},
+    "trainer": {"logger": ["console", "wandb"], "save_freq": 5, "max_actor_ckpt_to_keep": 2},
+    "security": {"extra_capabilities": ["SYS_PTRACE"]},
+}
+
+
+@pytest.fixture
+def everything_config(tmp_path: Path) -> Path:
+    path = tmp_path / "everything.yaml"
+    path.write_text(yaml.safe_dump(EVERYTHING, allow_unicode=True))
+    return path
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
+def test_chart_renders_what_the_launcher_renders(config, backend, tmp_path):
+    values = values_file(tmp_path, config, backend=backend)
+    assert_same_objects(launcher_objects(config, backend=backend), helm_objects("-f", str(values)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_parity_on_every_optional_branch(everything_config, backend, tmp_path):
+    values = values_file(tmp_path, everything_config, backend=backend)
+    launcher = launcher_objects(everything_config, backend=backend)
+    assert {o["kind"] for o in launcher} >= {"PersistentVolumeClaim", "ConfigMap"}
+    assert_same_objects(launcher, helm_objects("-f", str(values)))
+
+
+def test_default_values_are_grpo_exp3():
+    """`helm install grpo-exp3 ./charts/grpo-exp3` with no values is exactly `launcher render configs/grpo-exp3.yaml`."""
+    config = ROOT / "configs" / "grpo-exp3.yaml"
+    assert_same_objects(launcher_objects(config), helm_objects())
+
+
+@pytest.mark.parametrize(
+    "launcher_sets,helm_args",
+    [
+        (["rollout.n=4"], ["--set", "rollout.n=4"]),
+        # helm --set keeps floats as strings (the schema refuses them); --set-json reads a number
+        (["actor.lr=2.5e-7"], ["--set-json", "actor.lr=2.5e-7"]),
+        (["resources.nodes=2", "backend=rayjob"], ["--set", "resources.nodes=2", "--set", "backend=rayjob"]),
+        (["scheduling.queue=team-a"], ["--set", "scheduling.queue=team-a"]),
+        # a hand-written partial list item: the chart fills the missing keys with null as pydantic does
+        # and the model's defaults (operator: Equal) where a key is left out
+        (["scheduling.tolerations=[{key: gpu, operator: Exists}, {key: spot}]"],
+         ["--set", "scheduling.tolerations[0].key=gpu", "--set", "scheduling.tolerations[0].operator=Exists",
+          "--set", "scheduling.tolerations[1].key=spot"]),
+    ],
+    ids=["n", "tiny-float", "ray-2-nodes", "queue", "partial-toleration"],
+)
+def test_helm_overrides_match_launcher_sets(launcher_sets, helm_args):
+    """Helm's own --set (ints as int64, floats parsed by Go) hashes and renders like launcher --set."""
+    config = ROOT / "configs" / "grpo-exp3.yaml"
+    assert_same_objects(launcher_objects(config, launcher_sets), helm_objects(*helm_args))
+
+
+def test_job_name_hash_is_computed_by_helm_from_values(tmp_path):
+    """The chart derives the hash itself: changing a value changes the name exactly as the launcher's does."""
+    config = ROOT / "configs" / "grpo-exp4.yaml"
+    spec = load_spec(config)
+    objects = helm_objects("-f", str(values_file(tmp_path, config)))
+    job = next(o for o in objects if o["kind"] == "PyTorchJob")
+    assert job["metadata"]["name"] == spec.job_name == f"grpo-exp4-{spec.config_hash()}"
+    assert job["metadata"]["labels"]["grpo.launcher.io/config-hash"] == spec.config_hash()
+
+
+def test_configmap_text_is_identical_and_parses_to_the_spec(tmp_path, everything_config):
+    spec = load_spec(everything_config)
+    cm = next(o for o in helm_objects("-f", str(values_file(tmp_path, everything_config))) if o["kind"] == "ConfigMap")
+    text = cm["data"]["spec.yaml"]
+    assert text == canonical.yaml_document(spec.model_dump(mode="json"))
+    # YAML readers (the entrypoint, reports) get the spec back, tiny floats as floats
+    assert yaml.safe_load(text) == spec.model_dump(mode="json")
+    assert isinstance(yaml.safe_load(text)["actor"]["lr"], float)
+
+
+@pytest.mark.parametrize(
+    "value,go",
+    [(1e-6, "0.000001"), (1e-7, "1e-7"), (0.0, "0"), (1.0, "1"), (8, "8"), (0.001, "0.001"), (1e21, "1e+21"),
+     (123456789.5, "123456789.5"), (2.5e-7, "2.5e-7"), (-3, "-3"), (100.0, "100"), (1e20, "100000000000000000000")],
+)
+def test_canonical_numbers_follow_go(value, go):
+    """Go's encoding/json number forms (checked against helm's toJson in the parity tests above)."""
+    assert canonical.go_number(value) == go
+
+
+def test_canonical_strings_follow_go():
+    assert canonical.dumps("<a & b>\u2028\n\t\x01é😀\"\\") == '"\\u003ca \\u0026 b\\u003e\\u2028\\n\\t\\u0001é😀\\"\\\\"'
+    assert canonical.dumps({"b": [1, {}], "a": []}) == '{"a":[],"b":[1,{}]}'
+    assert canonical.dumps({"b": 1, "a": {}}, indent=2) == '{\n  "a": {},\n  "b": 1\n}'
+
+
+def test_values_command_writes_a_loadable_values_file(tmp_path):
+    out = tmp_path / "v.yaml"
+    assert gen_chart.main(["values", str(ROOT / "configs" / "grpo-exp4.yaml"), "--backend", "rayjob", "-o", str(out)]) == 0
+    values = yaml.safe_load(out.read_text())
+    assert values == load_spec(ROOT / "configs" / "grpo-exp4.yaml", backend="rayjob").model_dump(mode="json")
