@@ -24,6 +24,7 @@ import argparse
 import copy
 import difflib
 import json
+import re
 import sys
 import types
 import typing
@@ -79,6 +80,8 @@ def helm_schema() -> dict:
                 # a section's non-nullable sub-model is a section too; list items and optional
                 # objects (SecretRef) are written by the user and keep pydantic's own `required`
                 out[k] = {name: walk(sub, section and "$ref" in sub) for name, sub in v.items()}
+            elif k == "pattern":
+                out[k] = portable_pattern(v)
             else:
                 out[k] = walk(v, False)
         if out.get("type") == "object" or "properties" in out:
@@ -99,6 +102,16 @@ def helm_schema() -> dict:
         **body,
     }
     return schema
+
+
+def portable_pattern(pattern: str) -> str:
+    """`\\x{HHHH}` (pydantic's Rust regex, Go's RE2) written as the character itself.
+
+    JSON Schema patterns are ECMA-262, where `\\x{...}` is not an escape; Helm's validator (RE2)
+    and Python's `re` (jsonschema, IDEs) disagree on `\\u`, but all read a literal character alike.
+    The file stores it as a JSON `\\uHHHH` escape (ensure_ascii), so no raw separator is written.
+    """
+    return re.sub(r"\\x\{([0-9a-fA-F]+)\}", lambda m: chr(int(m.group(1), 16)), pattern)
 
 
 def _nullable(node: dict) -> bool:
@@ -327,7 +340,7 @@ def generated_files() -> dict[str, str]:
     return {
         "Chart.yaml": chart_yaml(),
         "values.yaml": values_yaml(spec),
-        "values.schema.json": json.dumps(helm_schema(), indent=2, ensure_ascii=False) + "\n",
+        "values.schema.json": json.dumps(helm_schema(), indent=2, ensure_ascii=True) + "\n",
         "templates/_generated.tpl": generated_tpl(),
     }
 

@@ -141,3 +141,13 @@ def test_values_command_writes_a_loadable_values_file(tmp_path):
     assert gen_chart.main(["values", str(ROOT / "configs" / "grpo-exp4.yaml"), "--backend", "rayjob", "-o", str(out)]) == 0
     values = yaml.safe_load(out.read_text())
     assert values == load_spec(ROOT / "configs" / "grpo-exp4.yaml", backend="rayjob").model_dump(mode="json")
+
+
+def test_entrypoint_reads_the_configmap_back_to_the_same_spec(tmp_path, everything_config):
+    """The pod loads spec.yaml with the launcher's own loader: same spec, same hash, same job name."""
+    spec = load_spec(everything_config)
+    cm = next(o for o in launcher_objects(everything_config) if o["kind"] == "ConfigMap")
+    mounted = tmp_path / "spec.yaml"
+    mounted.write_text(cm["data"]["spec.yaml"])
+    again = load_spec(mounted)
+    assert again == spec and again.job_name == spec.job_name

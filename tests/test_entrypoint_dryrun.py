@@ -236,3 +236,23 @@ def test_prepare_failure_exits_with_its_code(capsys):
                 container_env=POD_ENV, probe=PROBE, prepare=failing)
     assert code == 1
     assert "data preparation failed: GSM8K is not prepared" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("backend", ["pytorchjob", "rayjob"])
+def test_init_container_needs_no_operator_env(capsys, tmp_path, backend):
+    # Neither operator sets RANK/MASTER_ADDR or RAY_ADDRESS in init containers (envvar.go loops over
+    # Spec.Containers only), so --prepare-data-only must work without them.
+    config = tmp_path / "exp.yaml"
+    config.write_text(yaml.safe_dump({"base": str(REPO / "configs" / "grpo-exp3.yaml"), "backend": backend,
+                                      "resources": {"nodes": 4}}))
+    calls = []
+    code = main(["--config", str(config), "--prepare-data-only"], container_env=POD_ENV, probe=PROBE,
+                prepare=lambda spec, *, allow_download: calls.append(spec.name))
+    assert code == 0 and calls == ["grpo-exp3"], capsys.readouterr().err
+
+
+def test_bad_grace_period_is_bad_input(capsys):
+    code = main(["--config", str(REPO / "configs" / "grpo-exp3.yaml")], container_env={**POD_ENV,
+                "LAUNCHER_KILL_GRACE_S": "forever"}, probe=PROBE, prepare=lambda *a, **k: None)
+    assert code == 2
+    assert "LAUNCHER_KILL_GRACE_S='forever'" in capsys.readouterr().err

@@ -49,10 +49,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def detect_role(spec: ExperimentSpec, env: Mapping[str, str], *, dry_run: bool = False) -> tuple[E.Role, R.Topology | None]:
-    """Role of this pod and, for a multi-node PyTorchJob, its topology."""
+def detect_role(spec: ExperimentSpec, env: Mapping[str, str], *, lenient: bool = False) -> tuple[E.Role, R.Topology | None]:
+    """Role of this pod and, for a multi-node PyTorchJob, its topology.
+
+    `lenient` (dry run, init container) does not require the operator's variables: a missing rank
+    reads as 0 and a RayJob needs no RAY_ADDRESS.
+    """
     if spec.backend == "rayjob":
-        if not dry_run and not env.get("RAY_ADDRESS"):
+        if not lenient and not env.get("RAY_ADDRESS"):
             raise LauncherError(
                 "backend rayjob: this entrypoint runs as the Ray job driver (`ray job submit` sets RAY_ADDRESS), "
                 "but RAY_ADDRESS is not set", EXIT_BAD_INPUT)
@@ -60,7 +64,7 @@ def detect_role(spec: ExperimentSpec, env: Mapping[str, str], *, dry_run: bool =
     if spec.resources.nodes == 1:
         return "single-node", None
     topo = R.topology_from_env(env, nodes=spec.resources.nodes, job_name=spec.job_name,
-                               default_rank=0 if dry_run else None)
+                               default_rank=0 if lenient else None)
     return ("ray-head" if topo.is_head else "ray-worker"), topo
 
 
@@ -126,8 +130,11 @@ def main(argv: Sequence[str] | None = None, *, container_env: Mapping[str, str] 
         spec = load_spec(args.config)
         if args.model and args.mode != "eval":
             raise LauncherError("--model is only used with --mode eval", EXIT_BAD_INPUT)
-        role, topo = detect_role(spec, env, dry_run=args.dry_run)
+        # The operators set RANK/MASTER_ADDR (training-operator) and RAY_ADDRESS (ray job submit)
+        # only in the main container, never in the init container that prepares the data.
+        role, topo = detect_role(spec, env, lenient=args.dry_run or args.prepare_data_only)
         settings = R.BootstrapSettings.from_env(env)
+        grace = grace_s if grace_s is not None else R.seconds_env(env, "LAUNCHER_KILL_GRACE_S", DEFAULT_GRACE_S)
     except LauncherError as exc:
         print(f"[entrypoint] error: {exc}", file=sys.stderr, flush=True)
         return exc.exit_code
@@ -152,7 +159,6 @@ def main(argv: Sequence[str] | None = None, *, container_env: Mapping[str, str] 
 
     full_env = {**env, **delta}
     os.environ.update(delta)  # this process too talks to Ray (GCS client) with the same settings
-    grace = grace_s if grace_s is not None else R._float_env(env, "LAUNCHER_KILL_GRACE_S", DEFAULT_GRACE_S)
     cwd = _workdir(spec, delta)  # on workers too: verl's TaskRunner may write the metrics file there
 
     if role == "ray-worker":

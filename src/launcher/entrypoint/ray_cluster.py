@@ -122,7 +122,8 @@ def topology_from_env(env: Mapping[str, str], *, nodes: int, job_name: str, defa
 # Settings and commands
 
 
-def _float_env(env: Mapping[str, str], name: str, default: float) -> float:
+def seconds_env(env: Mapping[str, str], name: str, default: float) -> float:
+    """A positive number of seconds from `env[name]`, else `default`; BadInput when malformed."""
     text = env.get(name)
     if not text:
         return default
@@ -157,12 +158,12 @@ class BootstrapSettings:
             raise BadInput(f"LAUNCHER_RAY_PORT={port!r}: expected a TCP port number")
         return cls(
             port=int(port),
-            node_wait_s=_float_env(env, "LAUNCHER_NODE_WAIT_S", cls.node_wait_s),
-            head_wait_s=_float_env(env, "LAUNCHER_HEAD_WAIT_S", cls.head_wait_s),
-            head_lost_s=_float_env(env, "LAUNCHER_HEAD_LOST_S", cls.head_lost_s),
-            ack_wait_s=_float_env(env, "LAUNCHER_ACK_WAIT_S", cls.ack_wait_s),
-            poll_s=_float_env(env, "LAUNCHER_POLL_S", cls.poll_s),
-            ray_stop_grace_s=_float_env(env, "LAUNCHER_RAY_STOP_GRACE_S", cls.ray_stop_grace_s),
+            node_wait_s=seconds_env(env, "LAUNCHER_NODE_WAIT_S", cls.node_wait_s),
+            head_wait_s=seconds_env(env, "LAUNCHER_HEAD_WAIT_S", cls.head_wait_s),
+            head_lost_s=seconds_env(env, "LAUNCHER_HEAD_LOST_S", cls.head_lost_s),
+            ack_wait_s=seconds_env(env, "LAUNCHER_ACK_WAIT_S", cls.ack_wait_s),
+            poll_s=seconds_env(env, "LAUNCHER_POLL_S", cls.poll_s),
+            ray_stop_grace_s=seconds_env(env, "LAUNCHER_RAY_STOP_GRACE_S", cls.ray_stop_grace_s),
             temp_dir=env.get("LAUNCHER_RAY_TEMP_DIR") or None,
             node_ip=env.get("POD_IP") or None,
             extra_args=tuple(shlex.split(env.get("LAUNCHER_RAY_START_ARGS", ""))),

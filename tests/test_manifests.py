@@ -1,0 +1,115 @@
+"""manifests/: the GitOps output is fresh, builds with kustomize, and is what the launcher renders.
+
+- `make manifests-check` (hack/gen_manifests.py --check) passes, and catches a stale file;
+- each experiment's kustomization lists exactly its rendered files, and `kubectl kustomize` (the
+  real kubectl from `make tools`) builds exactly `launcher render --gitops` objects;
+- the objects validate strictly against the operators' CRDs and Kubernetes' OpenAPI;
+- GitOps output carries no TTL self-deletion; the Argo CD / Flux examples point at these directories
+  with the sync options the README explains.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from crd_schema import schema_errors
+from helm_tools import ROOT, ToolMissing, tool
+from launcher.config import load_spec
+from launcher.render import render
+
+MANIFESTS = ROOT / "manifests"
+EXPERIMENTS = ("grpo-exp3", "grpo-exp4")
+
+_spec = importlib.util.spec_from_file_location("gen_manifests", ROOT / "hack" / "gen_manifests.py")
+gen_manifests = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault("gen_manifests", gen_manifests)
+_spec.loader.exec_module(gen_manifests)
+
+
+def _kubectl() -> str:
+    try:
+        return tool("kubectl")
+    except ToolMissing as exc:
+        pytest.fail(str(exc))
+
+
+def test_manifests_are_fresh(capsys):
+    assert gen_manifests.check(MANIFESTS) == 0, capsys.readouterr().err
+
+
+def test_stale_check_catches_an_edit_and_a_leftover(tmp_path, capsys):
+    copy = tmp_path / "manifests"
+    shutil.copytree(MANIFESTS, copy)
+    job = next((copy / "grpo-exp3").glob("01-*.yaml"))
+    job.write_text(job.read_text().replace("backoffLimit: 0", "backoffLimit: 3"))
+    (copy / "grpo-exp4" / "00-configmap-grpo-exp4-00000000-spec.yaml").write_text("{}\n")
+    assert gen_manifests.check(copy) == 1
+    err = capsys.readouterr().err
+    assert job.name in err and "00000000" in err and "make manifests" in err
+
+
+@pytest.mark.parametrize("exp", EXPERIMENTS)
+def test_kustomize_builds_exactly_the_gitops_render(exp):
+    kustomization = yaml.safe_load((MANIFESTS / exp / "kustomization.yaml").read_text())
+    files = sorted(p.name for p in (MANIFESTS / exp).glob("[0-9][0-9]-*.yaml"))
+    assert kustomization["resources"] == files
+    out = subprocess.run([_kubectl(), "kustomize", str(MANIFESTS / exp)], capture_output=True, text=True, check=True,
+                         timeout=60).stdout
+    built = {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(out) if o}
+    expected = {(o["kind"], o["metadata"]["name"]): o
+                for o in render(load_spec(ROOT / "configs" / f"{exp}.yaml"), gitops=True)}
+    assert built == expected
+
+
+@pytest.mark.parametrize("exp", EXPERIMENTS)
+def test_manifests_validate_against_real_schemas_and_never_self_delete(exp):
+    for path in sorted((MANIFESTS / exp).glob("[0-9][0-9]-*.yaml")):
+        obj = yaml.safe_load(path.read_text())
+        assert schema_errors(obj) == [], path.name
+        assert "ttlSecondsAfterFinished" not in path.read_text(), path.name
+
+
+def test_gitops_with_a_ttl_config_drops_it():
+    spec = load_spec(ROOT / "configs" / "grpo-exp3.yaml", ["run_policy.ttl_seconds_after_finished=60"])
+    assert "ttlSecondsAfterFinished" in str(render(spec))
+    assert "ttlSecondsAfterFinished" not in str(render(spec, gitops=True))
+
+
+def test_gitops_examples_point_at_the_manifests_with_safe_options():
+    argo = yaml.safe_load((MANIFESTS / "gitops" / "argocd-application-grpo-exp3.yaml").read_text())
+    assert argo["kind"] == "Application" and argo["spec"]["source"]["path"] == "manifests/grpo-exp3"
+    policy = argo["spec"]["syncPolicy"]
+    assert policy["automated"]["prune"] is False and policy["automated"]["selfHeal"] is False
+    assert "Replace=false" in policy["syncOptions"] and "RespectIgnoreDifferences=true" in policy["syncOptions"]
+    ignored = {(d["kind"], p) for d in argo["spec"]["ignoreDifferences"] for p in d["jsonPointers"]}
+    assert ignored == {("PyTorchJob", "/spec/runPolicy/suspend"), ("RayJob", "/spec/suspend")}
+
+    flux = [d for d in yaml.safe_load_all((MANIFESTS / "gitops" / "flux-kustomization-grpo-exp3.yaml").read_text())]
+    ks = next(d for d in flux if d["kind"] == "Kustomization")
+    assert ks["spec"]["path"] == "./manifests/grpo-exp3"
+    assert ks["spec"]["prune"] is False and ks["spec"]["force"] is False and ks["spec"]["wait"] is False
+    assert "kustomize.toolkit.fluxcd.io/ssa: IfNotPresent" in ks["spec"]["patches"][0]["patch"]
+    assert (MANIFESTS / ks["spec"]["path"].removeprefix("./manifests/")).is_dir()
+
+
+def test_flux_patch_applies_to_every_rendered_object(tmp_path):
+    """The Flux example's patch, run through the real kustomize, annotates the ConfigMap and the job."""
+    flux = list(yaml.safe_load_all((MANIFESTS / "gitops" / "flux-kustomization-grpo-exp3.yaml").read_text()))
+    patches = next(d for d in flux if d["kind"] == "Kustomization")["spec"]["patches"]
+    work = tmp_path / "k"
+    shutil.copytree(MANIFESTS / "grpo-exp3", work)
+    kz = yaml.safe_load((work / "kustomization.yaml").read_text())
+    kz["patches"] = patches
+    (work / "kustomization.yaml").write_text(yaml.safe_dump(kz))
+    out = subprocess.run([_kubectl(), "kustomize", str(work)], capture_output=True, text=True, check=True,
+                         timeout=60).stdout
+    objs = [o for o in yaml.safe_load_all(out) if o]
+    assert len(objs) == 2
+    for o in objs:
+        assert o["metadata"]["annotations"]["kustomize.toolkit.fluxcd.io/ssa"] == "IfNotPresent"
