@@ -4,6 +4,9 @@
         every dependency of the project (pyproject.toml) and of docker/requirements.in is pinned in
         the lock by a version its specifier accepts; the pins verl 0.9.1's vllm extra names exactly
         (torch, vllm, transformers, ...) and the transfer_queue trap's packages are present.
+    check_lock.py --pins LOCK [EXCLUDE...]
+        print the lock as plain `name==version` constraints, without the EXCLUDE'd names (for
+        resolving the CPU test environment, requirements/verl-test.txt, against the image's versions).
     check_lock.py --report REPORT LOCK
         pip's installation report (`pip install --dry-run --report`) selects exactly the lock's pins:
         nothing missing, nothing extra, every file a CPython 3.12 / linux x86_64 compatible wheel.
@@ -117,6 +120,12 @@ def check_report(report: Path, lock: Path) -> list[str]:
 
 def main(argv: list[str]) -> int:
     """Command line: see the module docstring. Exit 1 and list the problems when there are any."""
+    if argv[:1] == ["--pins"]:
+        exclude = {canonicalize_name(n) for n in argv[2:]}
+        for name, version in sorted(read_pins(Path(argv[1])).items()):
+            if name not in exclude:
+                print(f"{name}=={version}")
+        return 0
     if argv[:1] == ["--report"]:
         problems = check_report(Path(argv[1]), Path(argv[2]))
     else:

@@ -26,13 +26,23 @@ $(HADOLINT) $(UV): | $(TOOLS_PY)
 
 .PHONY: verl-env
 verl-env: setup ## Install verl 0.9.1 (no deps) + its pinned CPU-test deps (requirements/verl-test.txt) into .venv
+	$(VPY) -m pip install -q --require-hashes -r requirements/verl-test.txt
 	$(VPY) -m pip install -q --no-deps verl==0.9.1
-	$(VPY) -m pip install -q -r requirements/verl-test.txt
 	$(VPY) -c "import verl, torch, hydra, tensordict, transformers; print('verl', verl.__version__, 'torch', torch.__version__)"
 
 .PHONY: verl-test
 verl-test: verl-env ## Tests against real verl (compose, validate_config, RLHFDataset) and data prep
 	$(VPY) -m pytest -q -m verl tests/verl tests/test_gsm8k_prep.py
+
+.PHONY: verl-test-lock
+verl-test-lock: $(UV) ## Regenerate requirements/verl-test.txt from requirements/verl-test.in, constrained by docker/requirements.lock
+	mkdir -p .cache
+	# networkx: the lock's 3.7 needs Python >= 3.12 and .venv may be 3.11; let the resolver pick it.
+	$(TOOLS_PY) docker/check_lock.py --pins docker/requirements.lock networkx > .cache/verl-test-constraints.txt
+	$(UV) pip compile requirements/verl-test.in --constraint .cache/verl-test-constraints.txt \
+	  --python-version $$($(VPY) -c 'import sys; print("%d.%d" % sys.version_info[:2])') \
+	  --python-platform x86_64-manylinux_2_28 --generate-hashes --annotation-style line \
+	  --custom-compile-command 'make verl-test-lock' --output-file requirements/verl-test.txt
 
 .PHONY: docker-lint
 docker-lint: $(HADOLINT) ## Lint docker/Dockerfile with hadolint (config: .hadolint.yaml; any finding fails)

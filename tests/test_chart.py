@@ -319,24 +319,12 @@ def test_chart_version_is_the_launcher_version():
     assert chart["apiVersion"] == "v2" and chart["appVersion"] == __version__ and chart["version"] == __version__
 
 
-def test_notes_tell_how_to_follow_the_run(tmp_path):
+def test_notes_tell_how_to_follow_the_run():
+    """NOTES.txt, rendered by a client-side dry-run install (no cluster), names the job and the commands."""
     require_helm()
-    # `helm install --dry-run` renders NOTES.txt without a cluster? it needs one; render NOTES via --show-only
-    proc = helm("template", "grpo-exp3", str(CHART), "--set", "backend=rayjob", "--show-only", "templates/NOTES.txt",
-                check=False)
-    text = proc.stdout + proc.stderr
-    if "could not find template templates/NOTES.txt" in text:
-        # helm template skips NOTES.txt; render it through a throwaway chart copy where it is a manifest comment
-        copy = tmp_path / "chart"
-        shutil.copytree(CHART, copy)
-        notes = (copy / "templates" / "NOTES.txt").read_text()
-        (copy / "templates" / "notes-as-configmap.yaml").write_text(
-            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\ndata:\n  notes: |\n"
-            + "{{- $x := include \"notes.body\" . }}\n{{ $x | indent 4 }}\n")
-        (copy / "templates" / "_notes.tpl").write_text('{{- define "notes.body" -}}\n' + notes + "\n{{- end -}}\n")
-        out = helm("template", "grpo-exp3", str(copy), "--set", "backend=rayjob",
-                   "--show-only", "templates/notes-as-configmap.yaml").stdout
-        text = yaml.safe_load(out)["data"]["notes"]
+    out = helm("install", "grpo-exp3", str(CHART), "--dry-run=client", "--set", "backend=rayjob").stdout
+    notes = out[out.index("NOTES:"):]
     job = _job(helm_objects("--set", "backend=rayjob"))["metadata"]["name"]
-    assert f"python -m launcher logs {job}" in text
-    assert f"kubectl -n default get rayjob {job}" in text
+    assert f"python -m launcher logs -f {job} --namespace default" in notes
+    assert f"kubectl -n default get rayjob {job}" in notes
+    assert f"kubectl -n default logs -f -l app.kubernetes.io/instance={job}" in notes

@@ -256,3 +256,45 @@ def test_bad_grace_period_is_bad_input(capsys):
                 "LAUNCHER_KILL_GRACE_S": "forever"}, probe=PROBE, prepare=lambda *a, **k: None)
     assert code == 2
     assert "LAUNCHER_KILL_GRACE_S='forever'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("backend", ["pytorchjob", "rayjob"])
+def test_reads_the_configmap_the_manifest_mounts(capsys, tmp_path, backend):
+    """Contract with `render`: the mounted spec.yaml loads, and the rendered commands parse here."""
+    from launcher.entrypoint.__main__ import parse_args
+    from launcher.render import SPEC_PATH, render
+
+    spec = load_spec(REPO / "configs" / "grpo-exp3.yaml", backend=backend)
+    objects = render(spec)
+    cm = next(o for o in objects if o["kind"] == "ConfigMap")
+    mounted = tmp_path / "spec.yaml"
+    mounted.write_text(cm["data"]["spec.yaml"])
+    env = {**POD_ENV, "RAY_ADDRESS": "10.0.0.1:6379"} if backend == "rayjob" else POD_ENV
+    code, out, _ = _dry(capsys, mounted, env)
+    assert code == 0
+    cpus = 16 if backend == "pytorchjob" else None
+    assert _command(out) == shlex.join([*VERL_COMMAND, *verl_overrides(spec, ray_num_cpus=cpus)])
+
+    job = objects[-1]
+    text = yaml.safe_dump(job)
+    assert "launcher.entrypoint" in text
+    # every command line the manifest gives the entrypoint is one this parser accepts
+    def commands(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "command" and isinstance(value, list) and "launcher.entrypoint" in value:
+                    yield value
+                elif key == "entrypoint" and isinstance(value, str):
+                    yield shlex.split(value)
+                else:
+                    yield from commands(value)
+        elif isinstance(node, list):
+            for item in node:
+                yield from commands(item)
+
+    found = list(commands(job))
+    assert found
+    for argv in found:
+        assert argv[:3] == ["python3", "-m", "launcher.entrypoint"]
+        args = parse_args(argv[3:])
+        assert args.config == SPEC_PATH

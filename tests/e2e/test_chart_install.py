@@ -1,0 +1,138 @@
+"""The chart and the GitOps manifests against the real local control plane (hack/cluster).
+
+- `helm install` of charts/grpo-exp3 creates the launcher's job (same name: the chart computes the
+  config hash itself), the real training-operator runs it on the KWOK A100 nodes to Succeeded, and
+  `helm uninstall` removes every object the release created;
+- `kubectl apply -k` of manifests/grpo-exp3 creates the same job, and applying it a second time
+  reports every object `unchanged` (GitOps controllers re-apply on every sync).
+
+helm and kubectl are the cached ones from `make tools` (tests/helm_tools.py), always with the
+cluster's explicit kubeconfig, never KUBECONFIG or ~/.kube/config.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+import kwok_support as ks
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ for helm_tools
+from helm_tools import CHART, ROOT, tool  # noqa: E402
+
+from launcher.config import load_spec  # noqa: E402
+from launcher.render import render  # noqa: E402
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(420)]
+
+FAST = {ks.POD_COMPLETE_DELAY: "3s"}  # KWOK completes the pods after 3 s instead of the cluster default
+
+
+def _env() -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    env.update(HELM_CACHE_HOME="/tmp/grpo-helm/cache", HELM_CONFIG_HOME="/tmp/grpo-helm/config",
+               HELM_DATA_HOME="/tmp/grpo-helm/data")
+    return env
+
+
+def _helm(info: ks.ClusterInfo, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([tool("helm"), "--kubeconfig", str(info.kubeconfig), *args], capture_output=True,
+                          text=True, env=_env(), timeout=180)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def _kubectl(info: ks.ClusterInfo, *args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run([tool("kubectl"), "--kubeconfig", str(info.kubeconfig), *args], capture_output=True,
+                          text=True, env=_env(), timeout=180)
+    if proc.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def _succeeded(co: client.CustomObjectsApi, ns: str, name: str):
+    job = co.get_namespaced_custom_object("kubeflow.org", "v1", ns, "pytorchjobs", name)
+    for cond in job.get("status", {}).get("conditions") or []:
+        if cond["type"] == "Failed" and cond["status"] == "True":
+            raise AssertionError(f"PyTorchJob {name} failed: {cond}")
+        if cond["type"] == "Succeeded" and cond["status"] == "True":
+            return job
+    return None
+
+
+def _gone(fn) -> bool:
+    try:
+        fn()
+    except ApiException as exc:
+        if exc.status == 404:
+            return True
+        raise
+    return False
+
+
+def test_helm_install_runs_the_job_and_uninstall_removes_it(kube_cluster, kube_api, namespace):
+    sets = [f"scheduling.namespace={namespace}"]
+    spec = load_spec(ROOT / "configs" / "grpo-exp3.yaml", sets)
+    spec.scheduling.pod_annotations = FAST
+    name = spec.job_name  # what `launcher render --set scheduling.namespace=... ` names it
+
+    _helm(kube_cluster, "install", "grpo-exp3", str(CHART), "--namespace", namespace,
+          "--set", f"scheduling.namespace={namespace}",
+          "--set-json", f"scheduling.pod_annotations={json.dumps(FAST)}", "--wait=false")
+    co, core = client.CustomObjectsApi(kube_api), client.CoreV1Api(kube_api)
+    job = co.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", name)
+    assert job["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+    assert core.read_namespaced_config_map(f"{name}-spec", namespace).data["spec.yaml"] == \
+        render(spec)[0]["data"]["spec.yaml"]
+
+    ks.wait_for(lambda: _succeeded(co, namespace, name), timeout=240, what=f"PyTorchJob {name} Succeeded")
+    status = _helm(kube_cluster, "status", "grpo-exp3", "--namespace", namespace).stdout
+    assert "STATUS: deployed" in status and f"python -m launcher logs -f {name}" in status
+
+    _helm(kube_cluster, "uninstall", "grpo-exp3", "--namespace", namespace, "--wait", "--timeout", "120s")
+    ks.wait_for(lambda: _gone(lambda: co.get_namespaced_custom_object("kubeflow.org", "v1", namespace,
+                                                                      "pytorchjobs", name)),
+                timeout=120, what="PyTorchJob deleted")
+    assert _gone(lambda: core.read_namespaced_config_map(f"{name}-spec", namespace))
+    assert _helm(kube_cluster, "list", "--namespace", namespace, "-q").stdout.strip() == ""
+
+
+def test_kubectl_apply_k_creates_the_job_and_reapplying_changes_nothing(kube_cluster, kube_api, namespace, tmp_path):
+    # The committed directory, moved into the test's namespace by an overlay (names and content unchanged).
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    base = os.path.relpath(ROOT / "manifests" / "grpo-exp3", overlay)
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "namespace": namespace, "resources": [base],
+    }))
+    expected = {(o["kind"], o["metadata"]["name"]): o
+                for o in render(load_spec(ROOT / "configs" / "grpo-exp3.yaml"), gitops=True)}
+
+    first = _kubectl(kube_cluster, "apply", "-k", str(overlay)).stdout
+    assert first.count(" created") == len(expected), first
+    second = _kubectl(kube_cluster, "apply", "-k", str(overlay)).stdout
+    lines = [ln for ln in second.splitlines() if ln.strip()]
+    assert len(lines) == len(expected) and all(ln.endswith(" unchanged") for ln in lines), second
+
+    co = client.CustomObjectsApi(kube_api)
+    (kind, name), rendered = next((k, o) for k, o in expected.items() if k[0] == "PyTorchJob")
+    live = co.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", name)
+    assert live["metadata"]["labels"] == rendered["metadata"]["labels"]
+    live_pod = live["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    want_pod = rendered["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    assert live_pod["containers"][0]["command"] == want_pod["containers"][0]["command"]
+    assert live_pod["nodeSelector"] == want_pod["nodeSelector"]
+    ks.wait_for(lambda: _succeeded(co, namespace, name), timeout=240, what=f"PyTorchJob {name} Succeeded")
+    # a finished job re-applied is still unchanged: the GitOps sync does not re-run it
+    third = _kubectl(kube_cluster, "apply", "-k", str(overlay)).stdout
+    assert all(ln.endswith(" unchanged") for ln in third.splitlines() if ln.strip()), third
