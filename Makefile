@@ -19,8 +19,22 @@ $(VPY):
 setup: $(VPY) ## Create .venv and install the launcher with its test extras
 	$(VPY) -m pip install -q -e '.[test]'
 
+.PHONY: test
+test: ## Everything CI runs (.ci/run): installs, generated-file checks, scans, then the whole pytest suite
+	$(MAKE) setup verl-env tools cluster-build
+	$(MAKE) chart-check manifests-check chart-lint scan
+	$(VPY) -m pytest -q --durations=15
+
 .PHONY: unit
-unit: setup ## Unit and property tests (no cluster)
-	$(VPY) -m pytest -q -m 'not cluster and not verl'
+unit: setup ## Unit and property tests only (no cluster, no verl, no fuzzing)
+	$(VPY) -m pytest -q -m 'not cluster and not verl and not slow'
+
+.PHONY: golden
+golden: setup ## Regenerate tests/golden/ after an intended rendering change (review the diff)
+	UPDATE_GOLDEN=1 $(VPY) -m pytest -q tests/test_render_golden.py -k test_golden
+
+.PHONY: run
+run: setup ## Install everything and run grpo-exp3 end to end (embedded local cluster when KUBECONFIG is unset)
+	VPY=$(abspath $(VPY)) hack/run-main-job.sh $(CONFIG)
 
 -include mk/*.mk
