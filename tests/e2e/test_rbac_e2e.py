@@ -69,7 +69,9 @@ def test_every_verb_works_with_the_rendered_role_and_a_missing_permission_is_nam
     _apply(info, [role])
     rc, out, err = run_launcher([*submit, "--set", "rollout.n=4"], user, tmp_path / "runs2")
     assert rc == 3, out + err
-    assert 'cannot create resource "pytorchjobs"' in err and err.strip().count("\n") == 0, err
+    errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and 'cannot create resource "pytorchjobs" in API group "kubeflow.org"' in errors[0], err
+    assert "rolled back: deleted ConfigMap" in err, err
     # The ConfigMap created before the refused job was rolled back.
     cms = info.kubectl("get", "configmaps", "-n", ns, "-l", "app.kubernetes.io/part-of=grpo-launcher",
                        "-o", "name").stdout.split()
