@@ -9,7 +9,8 @@
         resolving the CPU test environment, requirements/verl-test.txt, against the image's versions).
     check_lock.py --report REPORT LOCK
         pip's installation report (`pip install --dry-run --report`) selects exactly the lock's pins:
-        nothing missing, nothing extra, every file a CPython 3.12 / linux x86_64 compatible wheel.
+        nothing missing, nothing extra, every file a wheel the image (CPython 3.12, linux x86_64,
+        glibc 2.39) can install, or the sdist of an allow-listed pure-Python package.
 """
 
 from __future__ import annotations
@@ -36,6 +37,21 @@ EXPECTED = {
 }
 REQUIRED = ("transferqueue", "cachetools", "einops", "setuptools", "wheel")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==([^\s;\\]+)")
+
+
+def read_hashes(lock: Path) -> dict[str, set[str]]:
+    """Canonical name → the sha256 hashes the lock allows for it."""
+    out: dict[str, set[str]] = {}
+    current = None
+    for line in lock.read_text().splitlines():
+        m = _PIN.match(line)
+        if m:
+            current = canonicalize_name(m.group(1))
+            out[current] = set()
+        for h in re.findall(r"--hash=sha256:([0-9a-f]{64})", line):
+            if current is not None:
+                out[current].add(h)
+    return out
 
 
 def read_pins(lock: Path) -> dict[str, str]:
@@ -82,23 +98,36 @@ def check_inputs(lock: Path, pyproject: Path, req_in: Path) -> list[str]:
     return problems
 
 
-def _wheel_ok(filename: str) -> bool:
-    """A wheel this image can install: CPython 3.12 (or abi3 / pure), linux x86_64 (or any platform)."""
+# Pure-Python packages that exist only as an sdist at the pinned version (pip builds them in the image).
+SDIST_OK = {"antlr4-python3-runtime"}  # 4.9.3, pinned by omegaconf 2.3 (antlr4-python3-runtime==4.9.*)
+MAX_GLIBC = (2, 39)  # Ubuntu 24.04, the image's base
+_MANYLINUX = re.compile(r"^manylinux_(\d+)_(\d+)_x86_64$")
+_LEGACY = {"manylinux1_x86_64": (2, 5), "manylinux2010_x86_64": (2, 12), "manylinux2014_x86_64": (2, 17)}
+
+
+def _platform_ok(tag: str) -> bool:
+    if tag == "any":
+        return True
+    m = _MANYLINUX.match(tag)
+    glibc = (int(m.group(1)), int(m.group(2))) if m else _LEGACY.get(tag)
+    return glibc is not None and glibc <= MAX_GLIBC
+
+
+def _file_ok(name: str, filename: str) -> bool:
+    """A file this image can install: a wheel for CPython 3.12 (cp312, abi3 or pure) on linux x86_64
+    with glibc <= 2.39, or the sdist of an allow-listed pure-Python package."""
     if not filename.endswith(".whl"):
-        return False
-    _, _, rest = filename[:-4].partition("-")
-    tags = rest.split("-")[-3:]
-    py, abi, plat = tags
+        return name in SDIST_OK and filename.endswith((".tar.gz", ".zip"))
+    py, abi, plat = filename[:-4].split("-")[-3:]
     py_ok = any(p in ("cp312", "py3", "py2.py3") or p.startswith("py3") for p in py.split(".")) or (
         abi == "abi3" and any(p.startswith("cp3") and int(p[3:] or 0) <= 12 for p in py.split("."))
     )
-    plat_ok = any(p == "any" or (p.startswith("manylinux") and p.endswith("x86_64")) for p in plat.split("."))
-    return py_ok and plat_ok
+    return py_ok and any(_platform_ok(p) for p in plat.split("."))
 
 
 def check_report(report: Path, lock: Path) -> list[str]:
     """Problems with pip's selection against the lock (empty when it selected exactly the lock)."""
-    pins = read_pins(lock)
+    pins, hashes = read_pins(lock), read_hashes(lock)
     data = json.loads(report.read_text())
     chosen: dict[str, str] = {}
     problems = []
@@ -107,14 +136,20 @@ def check_report(report: Path, lock: Path) -> list[str]:
         name = canonicalize_name(meta["name"])
         chosen[name] = meta["version"]
         url = item["download_info"]["url"]
-        if not _wheel_ok(url.rsplit("/", 1)[-1]):
-            problems.append(f"{name}: {url} is not a cp312 linux x86_64 wheel")
+        sha = item["download_info"].get("archive_info", {}).get("hashes", {}).get("sha256")
+        if sha not in hashes.get(name, set()):
+            problems.append(f"{name}: pip chose {url} (sha256 {sha}), not a file the lock's hashes allow")
+        if item.get("is_yanked"):
+            problems.append(f"{name}: {meta['version']} is yanked")
+        if not _file_ok(name, url.rsplit("/", 1)[-1]):
+            problems.append(f"{name}: {url} is not a cp312 linux x86_64 (glibc <= 2.39) wheel")
     for name in sorted(pins.keys() | chosen.keys()):
         if pins.get(name) != chosen.get(name):
             problems.append(f"{name}: lock {pins.get(name)} vs pip {chosen.get(name)}")
     if not problems:
-        print(f"pip {data.get('pip_version')} resolved {len(chosen)} packages = the {len(pins)} pins of {lock}, "
-              f"all cp312/linux-x86_64 wheels")
+        print(f"pip {data.get('pip_version')} resolved {len(chosen)} packages = the {len(pins)} pins of {lock} "
+              "(each file's index sha256 among the lock's hashes, none yanked), "
+              f"all cp312 linux x86_64 (glibc <= 2.39) wheels except the sdists of {sorted(SDIST_OK)}")
     return problems
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import random
 import re
 import shutil
@@ -328,3 +329,23 @@ def test_notes_tell_how_to_follow_the_run():
     assert f"python -m launcher logs -f {job} --namespace default" in notes
     assert f"kubectl -n default get rayjob {job}" in notes
     assert f"kubectl -n default logs -f -l app.kubernetes.io/instance={job}" in notes
+
+
+def test_missing_helm_says_run_make_tools(tmp_path, monkeypatch):
+    """Only the `make tools` locations are searched (never PATH), and the error says how to fix it."""
+    from helm_tools import ToolMissing, tool
+
+    monkeypatch.setenv("GRPO_TOOLS_BIN", str(tmp_path / "nothing"))
+    monkeypatch.setenv("GRPO_CACHE", str(tmp_path / "cache"))
+    on_path = tmp_path / "path-bin"
+    on_path.mkdir()
+    (on_path / "helm").write_text("#!/bin/sh\n")
+    (on_path / "helm").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{on_path}:{os.environ.get('PATH', '')}")  # a helm on PATH is not used
+    with pytest.raises(ToolMissing, match=r"helm not found .*run `make tools`"):
+        tool("helm")
+    (tmp_path / "nothing").mkdir()
+    fake = tmp_path / "nothing" / "helm"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    assert tool("helm") == str(fake)  # $GRPO_TOOLS_BIN wins over the cache

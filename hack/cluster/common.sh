@@ -8,6 +8,9 @@ CLUSTER_DIR=${GRPO_CLUSTER_DIR:-$GRPO_CACHE/cluster}
 KUBECONFIG_PATH="$CLUSTER_DIR/kubeconfig"
 MARKER="$CLUSTER_DIR/grpo-cluster.json"          # written last by up.sh: "this cluster is ours"
 OWNER_CM=grpo-launcher-cluster                    # ConfigMap in kube-system with the same cluster id
+# kwokctl always edits some kubeconfig (`--kubeconfig=` is refused by `delete cluster`: "empty path"); give it a
+# scratch file of ours so ~/.kube/config is never touched. The kubeconfig to use is $KUBECONFIG_PATH.
+KWOKCTL_KUBECONFIG="$CLUSTER_DIR/kwokctl-contexts.kubeconfig"
 KWOK_WORKDIR="$CLUSTER_DIR/kwok"                  # kwokctl state; component logs in $KWOK_WORKDIR/clusters/$CLUSTER_NAME/logs
 LOGS="$CLUSTER_DIR/logs"                          # operator and fake-dashboard logs
 PIDS="$CLUSTER_DIR/pids"
@@ -21,8 +24,9 @@ ETCD_PEER_PORT=${GRPO_ETCD_PEER_PORT:-12380}
 KCM_PORT=${GRPO_KCM_PORT:-16257}
 SCHED_PORT=${GRPO_SCHED_PORT:-16259}
 KWOK_PORT=${GRPO_KWOK_PORT:-16247}
-TO_METRICS_PORT=18080; TO_PROBE_PORT=18081; TO_WEBHOOK_PORT=19443
-KR_METRICS_PORT=18180; KR_PROBE_PORT=18182
+TO_METRICS_PORT=${GRPO_TO_METRICS_PORT:-18080}; TO_PROBE_PORT=${GRPO_TO_PROBE_PORT:-18081}
+TO_WEBHOOK_PORT=${GRPO_TO_WEBHOOK_PORT:-19443}
+KR_METRICS_PORT=${GRPO_KR_METRICS_PORT:-18180}; KR_PROBE_PORT=${GRPO_KR_PROBE_PORT:-18182}
 DASHBOARD_PORT=${GRPO_FAKE_DASHBOARD_PORT:-18265}
 
 # Default run time of PyTorchJob / Job pods before KWOK marks them Succeeded (per pod override: annotation
@@ -37,12 +41,15 @@ say() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 pid_alive() { local f="$PIDS/$1.pid"; [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null; }
 
-api_ready() { [ -f "$KUBECONFIG_PATH" ] && k get --raw /readyz >/dev/null 2>&1; }
+api_ready() { [ -f "$KUBECONFIG_PATH" ] && k --request-timeout=5s get --raw /readyz >/dev/null 2>&1; }
 
 http_ok() { python3 -c 'import sys,urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$1" >/dev/null 2>&1; }
 
-# the processes of this cluster: anything whose command line mentions our cluster or binary dirs
+# the processes of this cluster: executables under $CLUSTER_DIR (kwokctl's bin/ symlinks, our bin/ links) and the
+# fake dashboard script there. Other people's kubectl/pytest processes that merely mention the path do not match.
 our_procs() {
-  ps -eo pid=,args= | awk -v a="$CLUSTER_DIR" -v b="$BIN_ROOT" -v me=$$ \
-    '$1 != me && (index($0, a) || index($0, b)) && !/awk -v a=/ {print}'
+  ps -eo pid=,args= | awk -v d="$CLUSTER_DIR/" '
+    { exe = $2; scr = $3 }
+    index(exe, d) == 1 { print; next }
+    exe ~ /(^|\/)python[0-9.]*$/ && index(scr, d) == 1 { print }'
 }

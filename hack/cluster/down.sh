@@ -28,8 +28,8 @@ stop_pid() {  # name: TERM, wait up to 10 s, then KILL
 for n in kuberay training-operator fake-dashboard; do stop_pid "$n"; done
 
 if [ -x "$KWOK_BIN/kwokctl" ] && [ -d "$KWOK_WORKDIR/clusters/$CLUSTER_NAME" ]; then
-  PATH="$TOOLS_LINK:$PATH" "$KWOK_BIN/kwokctl" --name "$CLUSTER_NAME" delete cluster --kubeconfig= \
-    > "$LOGS/kwokctl-delete.log" 2>&1 || say "kwokctl delete failed (see $LOGS/kwokctl-delete.log)"
+  PATH="$TOOLS_LINK:$PATH" "$KWOK_BIN/kwokctl" --name "$CLUSTER_NAME" delete cluster --kubeconfig="$KWOKCTL_KUBECONFIG" \
+    > "$LOGS/kwokctl-delete.log" 2>&1 9>&- || say "kwokctl delete failed (see $LOGS/kwokctl-delete.log)"
 fi
 
 # anything of ours still alive (e.g. state dir removed by hand)? stop it by pid.
@@ -40,7 +40,9 @@ if [ -n "$left" ]; then
   sleep 2
   for p in $(our_procs | awk '{print $1}'); do kill -9 "$p" 2>/dev/null || true; done
 fi
-rm -rf "$KWOK_WORKDIR" "$KUBECONFIG_PATH" /tmp/k8s-webhook-server/serving-certs/tls.crt /tmp/k8s-webhook-server/serving-certs/tls.key
+# (the training-operator cert copy in /tmp/k8s-webhook-server/serving-certs is shared by every cluster on the
+# host and rewritten by up.sh, so it is left alone)
+rm -rf "$KWOK_WORKDIR" "$KUBECONFIG_PATH" "$KWOKCTL_KUBECONFIG"
 left=$(our_procs)
 if [ -n "$left" ]; then say "processes still running:"; echo "$left" >&2; exit 1; fi
 say "down in $(( $(date +%s) - T0 ))s; no cluster process left"

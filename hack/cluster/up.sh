@@ -14,7 +14,8 @@ for b in "$K8S_BIN/kube-apiserver" "$ETCD_BIN/etcd" "$KWOK_BIN/kwokctl" "$TO_BIN
   [ -x "$b" ] || { echo "missing $b: run 'make cluster-build' (hack/cluster/build.sh) first" >&2; exit 1; }
 done
 mkdir -p "$CLUSTER_DIR" "$LOGS" "$PIDS" "$SERVED_LOGS" "$CLUSTER_DIR/bin"
-exec 9>"$CLUSTER_DIR/.lock"; flock -w 600 9 || { echo "another up/down holds $CLUSTER_DIR/.lock" >&2; exit 1; }
+# serialise concurrent up.sh runs (e.g. parallel pytest sessions); children never inherit fd 9
+exec 9>"$CLUSTER_DIR/.lock"; flock -w 600 9 || { echo "another up.sh holds $CLUSTER_DIR/.lock" >&2; exit 1; }
 
 operators_ok() {
   pid_alive training-operator && pid_alive kuberay && pid_alive fake-dashboard &&
@@ -72,9 +73,10 @@ EOF
     echo '---'; sed "s/__DEFAULT_DELAY_MS__/$POD_COMPLETE_DELAY_MS/" "$HERE/manifests/pod-finish-stages.yaml"
   } > "$CFG"
   say "creating control plane (kwokctl $KWOK_VERSION, kubernetes $K8S_VERSION, etcd $ETCD_VERSION)"
-  # --kubeconfig= : never merge into ~/.kube/config; we copy kwokctl's own kubeconfig to a known path instead.
+  # --kubeconfig: a scratch file of ours (default would be ~/.kube/config); kwokctl's own kubeconfig is copied
+  # to the known path below.
   PATH="$TOOLS_LINK:$PATH" "$KWOK_BIN/kwokctl" --name "$CLUSTER_NAME" create cluster --config "$CFG" \
-    --kubeconfig= --wait 5m > "$LOGS/kwokctl-create.log" 2>&1 || { cat "$LOGS/kwokctl-create.log" >&2; exit 1; }
+    --kubeconfig="$KWOKCTL_KUBECONFIG" --wait 5m > "$LOGS/kwokctl-create.log" 2>&1 9>&- || { cat "$LOGS/kwokctl-create.log" >&2; exit 1; }
   cp "$KWOK_WORKDIR/clusters/$CLUSTER_NAME/kubeconfig.yaml" "$KUBECONFIG_PATH"
   chmod 600 "$KUBECONFIG_PATH"
   until api_ready; do sleep 0.5; done
@@ -92,6 +94,7 @@ k apply --server-side --force-conflicts --field-manager=grpo-cluster \
   -f "$KR_SRC/config/crd/bases/ray.io_rayclusters.yaml" \
   -f "$KR_SRC/config/crd/bases/ray.io_rayjobs.yaml" \
   -f "$KR_SRC/config/crd/bases/ray.io_rayservices.yaml" >/dev/null
+say "CRDs applied ($(( $(date +%s) - T0 ))s)"
 k wait --for=condition=Established --timeout=60s crd/pytorchjobs.kubeflow.org crd/rayclusters.ray.io \
   crd/rayjobs.ray.io crd/rayservices.ray.io crd/logs.kwok.x-k8s.io crd/clusterlogs.kwok.x-k8s.io >/dev/null
 k wait --for=condition=Ready --timeout=60s node/kwok-a100-0 node/kwok-a100-1 node/kwok-cpu-0 >/dev/null
@@ -127,7 +130,7 @@ EOF
 # ---- training-operator v1 (PyTorchJob) --------------------------------------------------------------------------
 start_bg() {  # name, then the command; detached (own session) so make/pytest exiting does not stop it
   local name=$1; shift
-  setsid nohup "$@" >> "$LOGS/$name.log" 2>&1 < /dev/null &
+  setsid nohup "$@" >> "$LOGS/$name.log" 2>&1 < /dev/null 9>&- &   # 9>&-: do not inherit the lock
   echo $! > "$PIDS/$name.pid"
 }
 if ! pid_alive training-operator; then

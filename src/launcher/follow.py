@@ -224,6 +224,9 @@ class PodFollower(threading.Thread):
                 self._sleep()  # not started yet (or waiting to restart): no log to read
                 continue
             ended = self._read(attempt, follow=True, previous=False)
+            if ended == "gone":  # the pod was deleted (its log with it): nothing more will come
+                self._mark_done(attempt)
+                return
             if ended == "eof" and not self.finish.is_set():
                 self._sleep()  # the stream ended by itself; re-attach after a beat
 

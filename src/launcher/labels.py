@@ -30,6 +30,22 @@ def job_name(spec: ExperimentSpec, component: str = "trainer") -> str:
     return f"{spec.name}-{component}-{spec.config_hash()}"
 
 
+def eval_job_name(spec: ExperimentSpec, models: str) -> str:
+    """`<name>-eval-<hash>` for an evaluation job; the hash covers the config and `models` (what is
+    evaluated, e.g. "base+checkpoint=latest"), so a baseline eval and a checkpoint-25 eval are distinct runs.
+
+    The name keeps the training job's 47-character budget (`spec.JOB_NAME_MAX`): "-eval-" is 5
+    characters longer than "-", so a long experiment name is shortened rather than the job refused.
+    """
+    import hashlib
+
+    from launcher.spec import HASH_LEN, JOB_NAME_MAX
+
+    digest = hashlib.sha256(f"{spec.config_hash()}|{models}".encode()).hexdigest()[:HASH_LEN]
+    prefix = spec.name[: JOB_NAME_MAX - len("-eval-") - HASH_LEN].rstrip("-")
+    return f"{prefix}-eval-{digest}"
+
+
 def selector_labels(instance: str) -> dict[str, str]:
     """Labels that select one run's objects and pods."""
     return {"app.kubernetes.io/name": APP_NAME, INSTANCE_LABEL: instance}

@@ -297,13 +297,14 @@ def spec_document(spec: ExperimentSpec) -> str:
 
 
 def render(spec: ExperimentSpec, *, component: Component = "trainer", gitops: bool = False,
-           entry_args: tuple[str, ...] = ()) -> list[dict]:
+           entry_args: tuple[str, ...] = (), instance: str | None = None) -> list[dict]:
     """Render the objects of one run, in apply order: PVC, ConfigMap, then the job.
 
     gitops=True drops TTL self-deletion, which a GitOps controller would fight by recreating
-    (and so re-running) a job that deleted itself.
+    (and so re-running) a job that deleted itself. `instance` overrides the job name (the
+    evaluation job's name also hashes which models it evaluates: `labels.eval_job_name`).
     """
-    instance = L.job_name(spec, component)
+    instance = instance or L.job_name(spec, component)
     labels = L.common_labels(spec, component, instance)
     namespace = spec.scheduling.namespace
     cm = configmap_name(instance)

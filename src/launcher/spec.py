@@ -436,9 +436,10 @@ def _expected_from_pydantic(err: dict) -> str:
 def check_rules(spec: ExperimentSpec) -> list[Problem]:
     """Cross-field rules: verl's batch arithmetic and Kubernetes naming.
 
-    The batch rules mirror verl 0.9.1 (`verl/utils/config.py::validate_config` and the actor's
-    runtime normalisation in `verl/workers/fsdp_workers.py`), so a config that passes here is not
-    rejected by verl for its batch shape.
+    The batch rules mirror verl 0.9.1 (`verl/utils/config.py::validate_config`, and the checks its v1
+    trainer and workers make only at run time: `verl/workers/engine_workers.py::train_mini_batch` and
+    `verl/workers/engine/utils.py::prepare_micro_batches`), so a config that passes here is not
+    rejected by verl for its batch shape (tests/verl/test_verl_agreement.py proves it on a table).
     """
     problems: list[Problem] = []
     res, data, actor, rollout = spec.resources, spec.data, spec.actor, spec.rollout

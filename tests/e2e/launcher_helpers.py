@@ -98,8 +98,27 @@ class ServedRun:
 
 
 def serve_run(info: ks.ClusterInfo, ns: str, pod: str, lines: list[str], initial: int) -> ServedRun:
-    path = ks.serve_logs(info, ns, pod, cri(lines[:initial]))
+    """Serve `lines[:initial]` for `pod` now (the rest via `ServedRun.start`).
+
+    Writes the CRI file itself: kwok_support's converter splits on \r too, which breaks verl's tqdm lines.
+    """
+    path = ks.served_file(info, ns, pod)
+    path.write_text(cri(lines[:initial]))
+    body = {"apiVersion": f"{ks.KWOK_GROUP}/{ks.KWOK_VERSION}", "kind": "Logs",
+            "metadata": {"name": pod, "namespace": ns}, "spec": {"logs": [{"logsFile": str(path), "follow": True}]}}
+    ks._apply_custom(info.api_client(), "logs", body, ns)
     return ServedRun(path, lines, initial)
+
+
+def serve_namespace(info: ks.ClusterInfo, ns: str, lines: list[str]) -> Path:
+    """Serve `lines` to every pod of `ns` (ClusterLogs; for pods with generated names)."""
+    path = ks.served_file(info, ns, "clusterlogs-all")
+    path.write_text(cri(lines))
+    body = {"apiVersion": f"{ks.KWOK_GROUP}/{ks.KWOK_VERSION}", "kind": "ClusterLogs",
+            "metadata": {"name": f"{ns}-all", "labels": {ks.E2E_NAMESPACE_LABEL: ns}},
+            "spec": {"selector": {"matchNamespaces": [ns]}, "logs": [{"logsFile": str(path), "follow": True}]}}
+    ks._apply_custom(info.api_client(), "clusterlogs", body, None)
+    return path
 
 
 def wait_file_rows(run: Path, n: int, timeout: float) -> list[dict]:

@@ -2,7 +2,8 @@
 
 - `helm install` of charts/grpo-exp3 creates the launcher's job (same name: the chart computes the
   config hash itself), the real training-operator runs it on the KWOK A100 nodes to Succeeded, and
-  `helm uninstall` removes every object the release created;
+  `helm uninstall` removes every object the release created; with backend=rayjob, real KubeRay and
+  the fake Ray dashboard take the RayJob to Complete/SUCCEEDED and uninstall removes its RayCluster;
 - `kubectl apply -k` of manifests/grpo-exp3 creates the same job, and applying it a second time
   reports every object `unchanged` (GitOps controllers re-apply on every sync).
 
@@ -136,3 +137,26 @@ def test_kubectl_apply_k_creates_the_job_and_reapplying_changes_nothing(kube_clu
     # a finished job re-applied is still unchanged: the GitOps sync does not re-run it
     third = _kubectl(kube_cluster, "apply", "-k", str(overlay)).stdout
     assert all(ln.endswith(" unchanged") for ln in third.splitlines() if ln.strip()), third
+
+
+def test_helm_install_rayjob_completes_and_uninstall_removes_it(kube_cluster, kube_api, namespace):
+    """backend=rayjob: real KubeRay builds the Ray cluster, the fake dashboard completes the job."""
+    sets = [f"scheduling.namespace={namespace}", "backend=rayjob"]
+    spec = load_spec(ROOT / "configs" / "grpo-exp3.yaml", sets)
+    name = spec.job_name
+    _helm(kube_cluster, "install", "grpo-exp3-ray", str(CHART), "--namespace", namespace,
+          *[a for s in sets for a in ("--set", s)])
+    co = client.CustomObjectsApi(kube_api)
+
+    def terminal():
+        rj = co.get_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", name)
+        return rj if rj.get("status", {}).get("jobDeploymentStatus") in ("Complete", "Failed") else None
+
+    done = ks.wait_for(terminal, timeout=240, what=f"RayJob {name} terminal")
+    assert done["status"]["jobDeploymentStatus"] == "Complete" and done["status"]["jobStatus"] == "SUCCEEDED", \
+        done["status"]
+    _helm(kube_cluster, "uninstall", "grpo-exp3-ray", "--namespace", namespace, "--wait", "--timeout", "120s")
+    ks.wait_for(lambda: _gone(lambda: co.get_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", name)),
+                timeout=120, what="RayJob deleted")
+    ks.wait_for(lambda: not co.list_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters")["items"],
+                timeout=120, what="RayCluster deleted with its RayJob")

@@ -161,7 +161,8 @@ def test_pytorchjob_runs_on_a100_serves_log_and_succeeds(kube_cluster, kube_api,
     name = objs[-1]["metadata"]["name"]
     assert name.startswith("grpo-exp3-")
     pod_name = f"{name}-master-0"
-    served = ks.serve_logs(kube_cluster, namespace, pod_name, "\n".join(VERL_LOG))
+    served = ks.serve_logs(kube_cluster, namespace, pod_name, "\n".join(VERL_LOG),
+                           previous="previous attempt: CUDA error: out of memory")
 
     dry = create_objects(kube_api, namespace, objs, dry_run="All")
     assert dry["metadata"]["name"] == name and "uid" in dry["metadata"]
@@ -189,6 +190,8 @@ def test_pytorchjob_runs_on_a100_serves_log_and_succeeds(kube_cluster, kube_api,
     # the pod-logs API returns the chosen log (through apiserver -> kwok's kubelet endpoint)
     text = core.read_namespaced_pod_log(pod_name, namespace, container="pytorch")
     assert text.splitlines() == VERL_LOG
+    prev = core.read_namespaced_pod_log(pod_name, namespace, container="pytorch", previous=True)
+    assert prev.splitlines() == ["previous attempt: CUDA error: out of memory"]
     tail = core.read_namespaced_pod_log(pod_name, namespace, container="pytorch", tail_lines=1)
     assert tail.splitlines() == VERL_LOG[-1:]
     ks.append_log(served, "(TaskRunnerV1 pid=123) step:3 - actor/pg_loss:-0.010")
@@ -210,16 +213,43 @@ def test_pytorchjob_runs_on_a100_serves_log_and_succeeds(kube_cluster, kube_api,
 
 
 def test_pytorchjob_fails_with_annotated_exit_code(kube_cluster, kube_api, namespace):
+    """KWOK's pod-fail stage ends the pod Failed with the annotated exit code; the real operator fails the job.
+
+    Real training-operator v1.9.0 behaviour seen here: with runPolicy.backoffLimit set, the failure path deletes
+    the job's pods *before* marking the job Failed, regardless of cleanPodPolicy=None (and may race-recreate the
+    master once), so the failed pod is observed through a watch rather than read afterwards.
+    """
+    from kubernetes import watch
+
     core, co = client.CoreV1Api(kube_api), _co(kube_api)
     name = "grpo-crash"
+    exit_codes: list[int] = []
+    w = watch.Watch()
+
+    def watch_pods():
+        try:
+            for ev in w.stream(core.list_namespaced_pod, namespace, timeout_seconds=120):
+                p = ev["object"]
+                for cs in p.status.container_statuses or []:
+                    if cs.state and cs.state.terminated and p.status.phase == "Failed":
+                        exit_codes.append(cs.state.terminated.exit_code)
+        except Exception:  # the stream is cut when the test stops the watch
+            pass
+
+    t = threading.Thread(target=watch_pods, daemon=True)
+    t.start()
+    time.sleep(0.5)
     co.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs",
                                        grpo_pytorchjob(name, delay="3s", exit_code=3))
     job = ks.wait_for(lambda: _job_condition_true(co, namespace, name, "Failed"), timeout=90,
                       what="PyTorchJob Failed")
+    failed = _cond(job["status"]["conditions"], "Failed")
+    assert failed["reason"] == "PyTorchJobFailed"
+    assert "backoff limit" in failed["message"]
     assert _cond(job["status"]["conditions"], "Succeeded") is None
-    pod = core.read_namespaced_pod(f"{name}-master-0", namespace)
-    assert pod.status.phase == "Failed"
-    assert pod.status.container_statuses[0].state.terminated.exit_code == 3
+    ks.wait_for(lambda: exit_codes, timeout=30, what="a Failed pod in the watch")
+    w.stop()
+    assert set(exit_codes) == {3}
 
 
 def test_sixteen_gpus_stay_pending_insufficient(kube_cluster, kube_api, namespace):
@@ -307,8 +337,12 @@ def test_invalid_manifests_rejected_by_apiserver(kube_cluster, kube_api, namespa
     with pytest.raises(ApiException) as e:
         co.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", bad_type, dry_run="All")
     assert e.value.status == 422
-    assert 'spec.pytorchReplicaSpecs.Master.replicas: Invalid value: "string"' in e.value.body, e.value.body
-    assert "must be of type integer" in e.value.body
+    status = json.loads(e.value.body)
+    assert status["reason"] == "Invalid"
+    assert 'spec.pytorchReplicaSpecs.Master.replicas: Invalid value: "string"' in status["message"], status
+    assert "must be of type integer" in status["message"]
+    assert {"reason": "FieldValueTypeInvalid", "field": "spec.pytorchReplicaSpecs.Master.replicas"}.items() \
+        <= status["details"]["causes"][0].items()
 
     unknown = grpo_pytorchjob("bad-field")
     unknown["spec"]["pytorchReplicaSpecs"]["Master"]["gpusPerNode"] = 2
@@ -316,7 +350,10 @@ def test_invalid_manifests_rejected_by_apiserver(kube_cluster, kube_api, namespa
         co.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", unknown,
                                            dry_run="All", field_validation="Strict")
     assert e.value.status == 400
-    assert 'unknown field "spec.pytorchReplicaSpecs.Master.gpusPerNode"' in e.value.body, e.value.body
+    status = json.loads(e.value.body)
+    assert status["reason"] == "BadRequest"
+    assert 'strict decoding error: unknown field "spec.pytorchReplicaSpecs.Master.gpusPerNode"' \
+        in status["message"], status
 
     # without Strict the same object is accepted (field dropped, warning only): the rejection above is Strict's
     ok = co.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs",
@@ -327,7 +364,9 @@ def test_invalid_manifests_rejected_by_apiserver(kube_cluster, kube_api, namespa
     bad_ray["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] = "two"
     with pytest.raises(ApiException) as e:
         co.create_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", bad_ray, dry_run="All")
-    assert e.value.status == 422 and "must be of type integer" in e.value.body
+    assert e.value.status == 422
+    assert ('spec.rayClusterSpec.workerGroupSpecs[0].replicas: Invalid value: "string"'
+            in json.loads(e.value.body)["message"]), e.value.body
 
 
 def test_follow_stream_tails_and_does_not_end_when_pod_completes(kube_cluster, kube_api, namespace):

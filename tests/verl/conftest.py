@@ -24,6 +24,21 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _hermetic_hf(tmp_path_factory):
+    """No hub access and no writes to ~/.cache: datasets/transformers caches go to a temp dir, offline.
+
+    Set before the first test here imports `datasets` (it reads these at import time).
+    """
+    cache = tmp_path_factory.mktemp("hf")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HOME", str(cache))
+        mp.setenv("HF_DATASETS_CACHE", str(cache / "datasets"))
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setenv("HF_DATASETS_OFFLINE", "1")
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _verl_installed():
     """Fail (not skip) the whole directory when the verl test environment is missing or wrong."""
     missing = [m for m in ("verl", "torch", "hydra", "omegaconf", "tensordict", "transformers", "datasets")

@@ -19,8 +19,14 @@ import os
 import warnings
 from pathlib import Path
 
-VERL_DIR = Path(importlib.util.find_spec("verl").origin).parent  # found without importing verl
-CONFIG_DIR = VERL_DIR / "trainer" / "config"
+
+
+def verl_dir() -> Path:
+    """The installed verl package directory, found without importing verl (no torch needed)."""
+    spec = importlib.util.find_spec("verl")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("verl is not installed: run `make verl-env`")
+    return Path(spec.origin).parent
 
 
 def compose(overrides: list[str]):
@@ -28,7 +34,7 @@ def compose(overrides: list[str]):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+    with initialize_config_dir(config_dir=str(verl_dir() / "trainer" / "config"), version_base=None):
         return hydra_compose(config_name="ppo_trainer", overrides=list(overrides))
 
 
@@ -48,7 +54,7 @@ def validate(cfg) -> tuple[bool, bool]:
 
 
 def _source(relpath: str) -> str:
-    return (VERL_DIR / relpath).read_text()
+    return (verl_dir() / relpath).read_text()
 
 
 def _require_source(relpath: str, *snippets: str) -> None:
@@ -63,7 +69,7 @@ def _verl_function(relpath: str, name: str, namespace: dict):
     tree = ast.parse(_source(relpath))
     node = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name)
     node.decorator_list = []
-    code = compile(ast.Module(body=[node], type_ignores=[]), os.fspath(VERL_DIR / relpath), "exec")
+    code = compile(ast.Module(body=[node], type_ignores=[]), os.fspath(verl_dir() / relpath), "exec")
     exec(code, namespace)  # noqa: S102 - verl's own code, from the installed package
     return namespace[name]
 

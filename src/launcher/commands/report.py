@@ -28,6 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print report.json to stdout instead of a summary")
     parser.add_argument("-o", "--output-dir", metavar="DIR", help="where to write the report (default RUN_DIR)")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument("--eval", metavar="EVAL_RUN_DIR", dest="eval_dir",
+                        help="add the GSM8K evaluation section from an eval run (`launcher eval`): its run dir or "
+                             "eval.json (a run dir holding eval.json gets the section without this flag)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,8 +47,19 @@ def run(args: argparse.Namespace) -> int:
 
     run_ = load_run(args.run_dir)
     out_dir = Path(args.output_dir) if args.output_dir else run_.path
+    extra = []
+    if args.eval_dir:
+        from launcher.report.evaluation import eval_section
+        from launcher.report.load import resolve_run_dir
+
+        eval_path = Path(args.eval_dir) if Path(args.eval_dir).is_file() else resolve_run_dir(args.eval_dir)
+        if eval_path.resolve() != run_.path.resolve():  # the run's own eval.json is added by its provider
+            section = eval_section(eval_path)
+            if section is None:
+                raise BadInput(f"--eval {args.eval_dir}: no eval.json there and no [eval] markers in its logs")
+            extra.append(section)
     try:
-        doc, written = write_report(run_, out_dir, args.warmup_steps, plots=not args.no_plots)
+        doc, written = write_report(run_, out_dir, args.warmup_steps, extra_sections=extra, plots=not args.no_plots)
     except OSError as exc:
         raise BadInput(f"cannot write the report into {out_dir}: {exc}") from exc
     if args.json:

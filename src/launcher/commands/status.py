@@ -38,7 +38,13 @@ def run(args: argparse.Namespace) -> int:
     for c in status.get("conditions") or []:
         print(f"  condition {c.get('type')}={c.get('status')}: {c.get('reason') or ''} {c.get('message') or ''}".rstrip())
     pods = J.job_pods(kube, ref)
-    print(f"pods ({len(pods)}):" if pods else "pods: none yet")
+    if pods:
+        print(f"pods ({len(pods)}):")
+    elif state.finished:
+        print("pods: none left (a failed PyTorchJob's pods are deleted by the training-operator; "
+              "`launcher logs` shows what a follower saved)")
+    else:
+        print("pods: none yet")
     for p in pods:
         st = p.get("status") or {}
         restarts = sum(int(cs.get("restartCount") or 0) for cs in st.get("containerStatuses") or [])

@@ -11,7 +11,7 @@ HELP = "wait for a run to finish: exit 0 on success, 1 on failure (last log line
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", metavar="NAME", help="job name, or experiment name (its newest run)")
-    add_cluster_arguments(parser, runs_dir=False)
+    add_cluster_arguments(parser)
     parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                         help="give up after this long (exit 1); default: wait forever")
     parser.add_argument("--interval", type=float, default=2.0, metavar="SECONDS", help=argparse.SUPPRESS)
@@ -57,16 +57,30 @@ def run(args: argparse.Namespace) -> int:
     if state.succeeded:
         print(f"{ref.name} succeeded")
         return 0
-    _show_failure(kube, ref, state, args.tail)
+    _show_failure(kube, ref, state, args.tail, args.runs_dir)
     return 1
 
 
-def _show_failure(kube, ref, state, tail: int) -> None:
+def _show_failure(kube, ref, state, tail: int, runs_dir: str | None) -> None:
     from launcher.commands._cluster import err
     from launcher.errors import ClusterError
     from launcher.kube import jobs as J
+    from launcher.runs import RunDir
 
     pods = J.job_pods(kube, ref) if state.phase != "Deleted" else []
+    if not pods:
+        # the training-operator deletes a failed job's pods (whatever cleanPodPolicy says), taking their logs
+        # along: show what a follower saved in the run directory instead
+        run = RunDir.of(ref.name, runs_dir)
+        saved = sorted(run.logs.glob("*.log")) if run.logs.is_dir() else []
+        if not saved:
+            err(f"{ref.name}: its pods are gone and no log was saved (follow runs with `submit --follow` or "
+                "`logs -f` to keep them)")
+        for path in saved:
+            short = path.name[:-4].removeprefix(ref.name + "-")
+            text = path.read_bytes().decode("utf-8", "replace")
+            for line in text.split("\n")[:-1][-tail:]:
+                err(f"[{short}] {line} (saved)")
     for p in pods:
         problem = J.pod_problem(p)
         short = J.short_name(p, ref.name)

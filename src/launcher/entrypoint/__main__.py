@@ -1,4 +1,5 @@
-"""`python -m launcher.entrypoint --config FILE [--dry-run] [--prepare-data-only] [--mode train|eval] [--model PATH]`.
+"""`python -m launcher.entrypoint --config FILE [--dry-run] [--prepare-data-only] [--mode train|eval] [--model PATH]
+[--baseline] [--checkpoint STEP|latest]`.
 
 The in-pod program. It reads the experiment config the manifest mounts, prepares GSM8K, sets what
 verl and Ray need in a pod (`environment.env_for`) and runs
@@ -8,6 +9,9 @@ verl and Ray need in a pod (`environment.env_for`) and runs
 - `ray-head` / `ray-worker` (PyTorchJob, resources.nodes > 1): see `ray_cluster`;
 - `ray-job-driver` (RayJob): `ray job submit` runs this on the Ray head with RAY_ADDRESS set;
   verl attaches to that cluster; nothing starts Ray here.
+
+`--mode eval --baseline/--checkpoint` runs the GSM8K before/after evaluation (`evaluate`): merge
+the checkpoint, then one validation-only verl run per model behind `[eval]` marker lines.
 
 Exit status: 2 for a bad config or environment, else verl's status (128+N if signal N killed it).
 `LAUNCHER_CHILD_CMD` (a shell-quoted command) replaces verl's command line: a hook for tests and
@@ -26,6 +30,7 @@ from typing import Callable, Mapping, Sequence
 
 from launcher.config import load_spec
 from launcher.entrypoint import environment as E
+from launcher.entrypoint import evaluate as EV
 from launcher.entrypoint import ray_cluster as R
 from launcher.entrypoint.runner import DEFAULT_GRACE_S, log, run_child
 from launcher.errors import EXIT_BAD_INPUT, LauncherError
@@ -46,6 +51,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--prepare-data-only", action="store_true", help="prepare the dataset and exit (init container)")
     p.add_argument("--mode", choices=["train", "eval"], default="train", help="train (default) or validation only")
     p.add_argument("--model", default=None, help="model path for --mode eval (a merged checkpoint)")
+    p.add_argument("--baseline", action="store_true", help="--mode eval: evaluate the spec's base model (first)")
+    p.add_argument("--checkpoint", default=None, metavar="STEP|latest",
+                   help="--mode eval: merge global_step_STEP of this experiment (latest: the last saved) and evaluate it")
     return p.parse_args(argv)
 
 
@@ -130,6 +138,11 @@ def main(argv: Sequence[str] | None = None, *, container_env: Mapping[str, str] 
         spec = load_spec(args.config)
         if args.model and args.mode != "eval":
             raise LauncherError("--model is only used with --mode eval", EXIT_BAD_INPUT)
+        eval_plan = args.baseline or args.checkpoint is not None
+        if eval_plan and (args.mode != "eval" or args.model):
+            raise LauncherError("--baseline/--checkpoint need --mode eval and exclude --model", EXIT_BAD_INPUT)
+        if args.checkpoint is not None and args.checkpoint != "latest":
+            EV.resolve_step(spec, args.checkpoint)  # a bad STEP is bad input, before anything runs
         # The operators set RANK/MASTER_ADDR (training-operator) and RAY_ADDRESS (ray job submit)
         # only in the main container, never in the init container that prepares the data.
         role, topo = detect_role(spec, env, lenient=args.dry_run or args.prepare_data_only)
@@ -142,9 +155,20 @@ def main(argv: Sequence[str] | None = None, *, container_env: Mapping[str, str] 
     probe = probe or E.probe_container()
     delta = E.env_for(spec, env, role=role, probe=probe, attempt=attempt_id(env))
     child_argv = verl_argv(spec, role, cpus=probe.cpus, mode=args.mode, model=args.model, env=env)
+    ray_num_cpus = probe.cpus if role == "single-node" else None
+    if eval_plan:
+        try:
+            targets = EV.plan(spec, baseline=args.baseline, checkpoint=args.checkpoint, resolve=False)
+        except LauncherError as exc:
+            print(f"[entrypoint] error: {exc}", file=sys.stderr, flush=True)
+            return exc.exit_code
+        # The multi-node head runs the whole evaluation sequence as its one child, attached to Ray.
+        child_argv = EV.driver_argv(args.config, baseline=args.baseline, checkpoint=args.checkpoint)
 
     if args.dry_run:
         print(dry_run_text(spec, role, topo, child_argv, delta, env, probe.cpus, settings), flush=True)
+        if eval_plan:
+            print(EV.plan_text(spec, targets, env=env, ray_num_cpus=ray_num_cpus), flush=True)
         return 0
 
     log(f"role={role} experiment={spec.name} cpus={probe.cpus} gpus_per_node={spec.resources.gpus_per_node}")
@@ -168,10 +192,28 @@ def main(argv: Sequence[str] | None = None, *, container_env: Mapping[str, str] 
         assert topo is not None
         return R.run_head(topo, settings, env=full_env, cpus=probe.cpus, gpus_per_node=spec.resources.gpus_per_node,
                           child_argv=child_argv, child_cwd=cwd, grace_s=grace)
+    if eval_plan:
+        return _evaluate(spec, args, full_env, grace=grace, ray_num_cpus=ray_num_cpus, cwd=cwd)
     log(f"starting verl: {shlex.join(child_argv)}")
     code = run_child(child_argv, full_env, name="trainer", grace_s=grace, cwd=cwd)
     log(f"verl exited with status {code}")
     return code
+
+
+def _evaluate(spec: ExperimentSpec, args: argparse.Namespace, env: Mapping[str, str], *, grace: float,
+              ray_num_cpus: int | None, cwd: str | None) -> int:
+    """Single-node pod or RayJob driver: merge and evaluate each model in this process, in turn."""
+    try:
+        targets = EV.plan(spec, baseline=args.baseline, checkpoint=args.checkpoint)
+
+        def run(argv, child_env, *, name, cwd=None):
+            return run_child(argv, child_env, name=name, grace_s=grace, cwd=cwd)
+
+        return EV.run_targets(spec, targets, env=env, run=run, log=log, attempt=attempt_id(env),
+                              ray_num_cpus=ray_num_cpus, cwd=cwd)
+    except LauncherError as exc:
+        print(f"[entrypoint] error: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_code
 
 
 def _workdir(spec: ExperimentSpec, delta: Mapping[str, str]) -> str | None:

@@ -6,11 +6,13 @@
 - `build`: the `report.json` document (`analyze`), files (`write_report`), extra `Section`s
 - `plots`, `markdown`: PNGs and `report.md`
 - `compare`: several runs side by side
+- `evaluation`: the GSM8K base-vs-trained section (eval.json), registered in `SECTION_PROVIDERS`
 
 Never imports the Kubernetes client (ARCHITECTURE.md, "Walls").
 """
 
 from launcher.report.build import SECTION_PROVIDERS, Section, analyze, write_report
 from launcher.report.load import Run, load_run
+from launcher.report import evaluation  # registers the GSM8K evaluation section in SECTION_PROVIDERS
 
-__all__ = ["SECTION_PROVIDERS", "Run", "Section", "analyze", "load_run", "write_report"]
+__all__ = ["SECTION_PROVIDERS", "Run", "Section", "analyze", "evaluation", "load_run", "write_report"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from launcher.report.build import _jsonable, analyze, dumps
+from launcher.report.build import SECTION_PROVIDERS, _jsonable, analyze, dumps
 from launcher.report.load import Run, flatten
 from launcher.report.markdown import HEADLINE, num, stat_of
 from launcher.report.stats import PEARSON_PAIR, SCORE_KEY, STEP_TIME_KEY, column
@@ -183,6 +183,15 @@ def write_compare(
     """Write `compare.json`, `compare.md` and the overlaid PNGs into `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
     doc = compare_runs(runs, warmup_steps)
+    # Extra sections (e.g. the GSM8K evaluation) of each run, from report's SECTION_PROVIDERS.
+    sections = []
+    for name, run in zip(_unique_names(runs), runs):
+        for provider in SECTION_PROVIDERS:
+            section = provider(run, doc)
+            if section is not None:
+                sections.append((name, section))
+    if sections:
+        doc["sections"] = {f"{name}/{s.key}": _jsonable(s.data) for name, s in sections if s.data is not None}
     written: dict[str, Path] = {}
     if plots:
         from launcher.report.plots import write_compare_plots
@@ -191,6 +200,7 @@ def write_compare(
     (out_dir / "compare.json").write_text(dumps(doc), encoding="utf-8")
     written["compare.json"] = out_dir / "compare.json"
     md = render_markdown(doc, {k: p.name for k, p in written.items() if p.suffix == ".png"})
+    md += "".join(f"\n## {s.title}: {name}\n\n{s.markdown.rstrip()}\n" for name, s in sections)
     (out_dir / "compare.md").write_text(md, encoding="utf-8")
     written["compare.md"] = out_dir / "compare.md"
     return doc, written
