@@ -258,6 +258,7 @@ def constants() -> dict:
         "queueLabel": L.KUEUE_QUEUE_LABEL,
         "instanceLabel": L.INSTANCE_LABEL,
         "componentLabel": L.COMPONENT_LABEL,
+        "roleLabel": L.ROLE_LABEL,
         "hashLen": S.HASH_LEN,
         "nameMax": S.NAME_MAX,
         "jobNameMax": S.JOB_NAME_MAX,

@@ -193,3 +193,19 @@ def test_unreachable_is_3(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig_for(tmp_path / "kc", f"https://127.0.0.1:{port}")))
     assert main(["list"]) == 3
     assert "connection refused" in one_line_error(capsys.readouterr().err)
+
+
+def test_wait_on_failed_run_without_pods_shows_the_saved_log(api, capsys, tmp_path):
+    job = "grpo-exp3-0123abcd"
+    api.routes[("GET", f"{PTJ}/{job}")] = (200, {
+        "metadata": {"name": job, "labels": {"app.kubernetes.io/part-of": "grpo-launcher"}},
+        "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "PyTorchJobFailed",
+                                   "message": "backoff limit reached"}]}})
+    api.routes[("GET", f"/api/v1/namespaces/{NS}/pods")] = (200, {"items": []})
+    logs = tmp_path / "runs" / job / "logs"
+    logs.mkdir(parents=True)
+    (logs / f"{job}-master-0.log").write_bytes(b"step:1 - a:1\rbar\nRuntimeError: CUDA error: out of memory\n")
+    assert main(["wait", job]) == 1
+    err = capsys.readouterr().err
+    assert "[master-0] RuntimeError: CUDA error: out of memory (saved)" in err
+    assert f"{job} failed: PyTorchJobFailed backoff limit reached" in err

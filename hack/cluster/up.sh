@@ -97,8 +97,7 @@ k apply --server-side --force-conflicts --field-manager=grpo-cluster \
 say "CRDs applied ($(( $(date +%s) - T0 ))s)"
 k wait --for=condition=Established --timeout=60s crd/pytorchjobs.kubeflow.org crd/rayclusters.ray.io \
   crd/rayjobs.ray.io crd/rayservices.ray.io crd/logs.kwok.x-k8s.io crd/clusterlogs.kwok.x-k8s.io >/dev/null
-k wait --for=condition=Ready --timeout=60s node/kwok-a100-0 node/kwok-a100-1 node/kwok-cpu-0 >/dev/null
-say "nodes and CRDs ready ($(( $(date +%s) - T0 ))s)"
+say "CRDs established ($(( $(date +%s) - T0 ))s)"
 
 # ---- default served log for namespace `default` (embedded demo) -----------------------------------------------
 DEFAULT_LOG="$SERVED_LOGS/default-namespace-verl.log"
@@ -171,9 +170,10 @@ if ! pid_alive kuberay; then
     --log-stdout-encoder=console
 fi
 
+k wait --for=condition=Ready --timeout=60s node/kwok-a100-0 node/kwok-a100-1 node/kwok-cpu-0 >/dev/null
 for _ in $(seq 240); do operators_ok && break; sleep 0.5; done
 operators_ok || { tail -20 "$LOGS/training-operator.log" "$LOGS/kuberay.log" >&2; echo "operators not ready" >&2; exit 1; }
-say "operators ready ($(( $(date +%s) - T0 ))s)"
+say "nodes and operators ready ($(( $(date +%s) - T0 ))s)"
 
 # ---- ownership marker: ConfigMap in kube-system + marker file with the same id ---------------------------------
 CID=$(k -n kube-system get configmap "$OWNER_CM" -o jsonpath='{.data.cluster-id}' 2>/dev/null || true)

@@ -16,6 +16,9 @@ MANAGED_BY = "grpo-launcher"
 LABEL_PREFIX = "grpo.launcher.io"
 EXPERIMENT_LABEL = f"{LABEL_PREFIX}/experiment"
 HASH_LABEL = f"{LABEL_PREFIX}/config-hash"
+# Which pod of a run this is: "gpu" (trains), "head" (Ray head, driver only) or "submitter"
+# (KubeRay's `ray job submit` pod). Anti-affinity spreads only the GPU pods.
+ROLE_LABEL = f"{LABEL_PREFIX}/role"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 COMPONENT_LABEL = "app.kubernetes.io/component"
@@ -65,6 +68,11 @@ def common_labels(spec: ExperimentSpec, component: str = "trainer", instance: st
     if spec.scheduling.queue:
         labels[KUEUE_QUEUE_LABEL] = spec.scheduling.queue
     return labels
+
+
+def pod_labels(spec: ExperimentSpec, role: str, component: str = "trainer", instance: str | None = None) -> dict:
+    """Labels of a pod template: the run's labels plus its role."""
+    return {**common_labels(spec, component, instance), ROLE_LABEL: role}
 
 
 def instance_selector(instance: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -143,13 +143,28 @@ def _env_vars(spec: ExperimentSpec) -> list[dict]:
         {"name": "HOME", "value": HOME_DIR},
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        # Ray advertises this address to the other nodes of a multi-node run.
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": "NCCL_DEBUG", "value": spec.network.nccl_debug},
         {"name": "NCCL_IB_DISABLE", "value": "0" if spec.network.nccl_ib else "1"},
     ]
     if spec.network.nccl_socket_ifname:
         env.append({"name": "NCCL_SOCKET_IFNAME", "value": spec.network.nccl_socket_ifname})
+    # Set on the pod, not only by the entrypoint: Ray workers on other pods (a RayJob's GPU group)
+    # inherit the pod's environment, not the driver's.
+    env += [
+        {"name": "HF_HOME", "value": spec.model.cache_dir},
+        {"name": "RAY_COLOR_PREFIX", "value": "0"},
+        {"name": "RAY_DEDUP_LOGS", "value": "0"},
+        # verl's file logger truncates its file when opened: one file per pod, so a retried run
+        # (new pods, new names) never overwrites an earlier attempt's metrics.
+        {"name": "VERL_FILE_LOGGER_PATH", "value": f"{spec.checkpoint_path}/metrics/$(POD_NAME).jsonl"},
+    ]
+    if spec.model.offline:
+        env += [{"name": n, "value": "1"} for n in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")]
     # Secrets reach the pod only as references to existing Secrets, never as values.
-    for var, ref in (("HF_TOKEN", spec.secrets.hf_token), ("WANDB_API_KEY", spec.secrets.wandb_api_key)):
+    for var, ref in (("HF_TOKEN", spec.secrets.hf_token), ("WANDB_API_KEY", spec.secrets.wandb_api_key),
+                     ("RAY_AUTH_TOKEN", spec.secrets.ray_auth_token)):
         if ref is not None:
             env.append({"name": var, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
     return env
@@ -221,7 +236,7 @@ def _anti_affinity(instance: str) -> dict:
         "podAntiAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [
                 {
-                    "labelSelector": {"matchLabels": {L.INSTANCE_LABEL: instance, L.COMPONENT_LABEL: "trainer"}},
+                    "labelSelector": {"matchLabels": {L.INSTANCE_LABEL: instance, L.ROLE_LABEL: "gpu"}},
                     "topologyKey": "kubernetes.io/hostname",
                 }
             ]
@@ -253,7 +268,7 @@ def _pod_parts(
         tolerations = _tolerations(spec)
         affinity = None
     return PodParts(
-        labels=L.common_labels(spec, component, instance),
+        labels=L.pod_labels(spec, "gpu" if gpu else "head", component, instance),
         annotations=dict(sorted(spec.scheduling.pod_annotations.items())),
         restart_policy=restart_policy,
         service_account=spec.scheduling.service_account,
@@ -275,6 +290,21 @@ def _pod_parts(
         resources=resources,
         volume_mounts=mounts,
         volumes=volumes,
+    )
+
+
+def _submitter_parts(spec: ExperimentSpec, head: PodParts) -> PodParts:
+    """KubeRay's `ray job submit` pod, from the head's parts: small, no data, no GPU."""
+    keep = {"tmp", "home"}
+    size = {"cpu": "500m", "memory": "1Gi"}
+    return replace(
+        head,
+        labels={**head.labels, L.ROLE_LABEL: "submitter"},
+        resources=size,
+        env=[e for e in head.env if e["name"] in ("PYTHONUNBUFFERED", "HOME", "POD_NAME", "POD_NAMESPACE",
+                                                  "RAY_COLOR_PREFIX", "RAY_AUTH_TOKEN")],
+        volumes=[v for v in head.volumes if v["name"] in keep],
+        volume_mounts=[m for m in head.volume_mounts if m["name"] in keep],
     )
 
 
@@ -355,6 +385,7 @@ def render(spec: ExperimentSpec, *, component: Component = "trainer", gitops: bo
             worker_start_params={},
             head_pod=head_pod,
             gpu_pod=gpu_pod,
+            submitter_pod=_submitter_parts(spec, head_pod),
         )
     objects.append(job)
     return objects

@@ -309,6 +309,9 @@ class SecretsSpec(_Model):
 
     hf_token: SecretRef | None = Field(None, description="HF_TOKEN for gated models or datasets.")
     wandb_api_key: SecretRef | None = Field(None, description="WANDB_API_KEY when the wandb logger is on.")
+    ray_auth_token: SecretRef | None = Field(
+        None, description="RAY_AUTH_TOKEN shared by every pod of a multi-node run (null: Ray auth off between pods)."
+    )
     image_pull_secrets: list[DnsSubdomain] = Field([], description="Secrets for pulling the image.")
 
 

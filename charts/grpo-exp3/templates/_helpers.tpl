@@ -72,10 +72,23 @@ Pod template (templates/_pod.j2 with render._pod_parts). Argument: dict with
   (dict "name" "HOME" "value" $c.homeDir)
   (dict "name" "POD_NAME" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.name")))
   (dict "name" "POD_NAMESPACE" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.namespace")))
+  (dict "name" "POD_IP" "valueFrom" (dict "fieldRef" (dict "fieldPath" "status.podIP")))
   (dict "name" "NCCL_DEBUG" "value" $s.network.nccl_debug)
   (dict "name" "NCCL_IB_DISABLE" "value" (ternary "0" "1" $s.network.nccl_ib)) -}}
 {{- with $s.network.nccl_socket_ifname -}}
 {{- $env = append $env (dict "name" "NCCL_SOCKET_IFNAME" "value" .) -}}
+{{- end -}}
+{{- /* on the pod, not only by the entrypoint: Ray workers on other pods inherit the pod's env */ -}}
+{{- $ckpt := printf "%s/%s/%s" $s.trainer.checkpoint_dir $s.trainer.project_name $s.name -}}
+{{- $env = concat $env (list
+  (dict "name" "HF_HOME" "value" $s.model.cache_dir)
+  (dict "name" "RAY_COLOR_PREFIX" "value" "0")
+  (dict "name" "RAY_DEDUP_LOGS" "value" "0")
+  (dict "name" "VERL_FILE_LOGGER_PATH" "value" (printf "%s/metrics/$(POD_NAME).jsonl" $ckpt))) -}}
+{{- if $s.model.offline -}}
+{{- range list "HF_HUB_OFFLINE" "HF_DATASETS_OFFLINE" "TRANSFORMERS_OFFLINE" -}}
+{{- $env = append $env (dict "name" . "value" "1") -}}
+{{- end -}}
 {{- end -}}
 {{- /* secrets reach the pod only as references to existing Secrets, never as values */ -}}
 {{- with $s.secrets.hf_token -}}
@@ -83,6 +96,9 @@ Pod template (templates/_pod.j2 with render._pod_parts). Argument: dict with
 {{- end -}}
 {{- with $s.secrets.wandb_api_key -}}
 {{- $env = append $env (dict "name" "WANDB_API_KEY" "valueFrom" (dict "secretKeyRef" (dict "name" .name "key" .key))) -}}
+{{- end -}}
+{{- with $s.secrets.ray_auth_token -}}
+{{- $env = append $env (dict "name" "RAY_AUTH_TOKEN" "valueFrom" (dict "secretKeyRef" (dict "name" .name "key" .key))) -}}
 {{- end -}}
 {{- /* security contexts (render._security) */ -}}
 {{- $sec := $s.security -}}
@@ -134,7 +150,7 @@ Pod template (templates/_pod.j2 with render._pod_parts). Argument: dict with
 {{- $_ := set $nodeSelector $res.gpu_product_label (index $c.gpuProducts $res.gpu_type) -}}
 {{- if gt (int64 $res.nodes) 1 -}}
 {{- /* one GPU pod per node, so a multi-node run really spans nodes */ -}}
-{{- $affinity = dict "podAntiAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (list (dict "labelSelector" (dict "matchLabels" (dict $c.instanceLabel $instance $c.componentLabel "trainer")) "topologyKey" "kubernetes.io/hostname"))) -}}
+{{- $affinity = dict "podAntiAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (list (dict "labelSelector" (dict "matchLabels" (dict $c.instanceLabel $instance $c.roleLabel "gpu")) "topologyKey" "kubernetes.io/hostname"))) -}}
 {{- end -}}
 {{- end -}}
 {{- $initResources := dict "cpu" "1" "memory" "2Gi" -}}
@@ -142,8 +158,43 @@ Pod template (templates/_pod.j2 with render._pod_parts). Argument: dict with
 {{- range $s.secrets.image_pull_secrets -}}
 {{- $imagePullSecrets = append $imagePullSecrets (dict "name" .) -}}
 {{- end -}}
+{{- $labels := include "grpo-exp3.labels" $root | fromJson -}}
+{{- $_ := set $labels $c.roleLabel (ternary "gpu" "head" .gpu) -}}
+{{- if get . "submitter" -}}
+{{- /* KubeRay's `ray job submit` pod (render._submitter_parts): small, /tmp and $HOME only */ -}}
+{{- $_ := set $labels $c.roleLabel "submitter" -}}
+{{- $subEnv := list -}}
+{{- range $env -}}
+{{- if has .name (list "PYTHONUNBUFFERED" "HOME" "POD_NAME" "POD_NAMESPACE" "RAY_COLOR_PREFIX" "RAY_AUTH_TOKEN") -}}
+{{- $subEnv = append $subEnv . -}}
+{{- end -}}
+{{- end -}}
+{{- $size := dict "cpu" "500m" "memory" "1Gi" }}
 metadata:
-  labels: {{ include "grpo-exp3.labels" $root }}
+  labels: {{ $labels | toJson }}
+  annotations: {{ $sched.pod_annotations | default dict | toJson }}
+spec:
+  restartPolicy: "Never"
+  automountServiceAccountToken: false
+  enableServiceLinks: false
+{{- with $imagePullSecrets }}
+  imagePullSecrets: {{ . | toJson }}
+{{- end }}
+  securityContext: {{ $podSec | toJson }}
+  containers:
+  - name: "ray-job-submitter"
+    image: {{ $s.image | toJson }}
+    imagePullPolicy: {{ $s.image_pull_policy | toJson }}
+    env: {{ $subEnv | toJson }}
+    resources:
+      requests: {{ $size | toJson }}
+      limits: {{ $size | toJson }}
+    securityContext: {{ $ctrSec | toJson }}
+    volumeMounts: {{ list (dict "name" "tmp" "mountPath" "/tmp") (dict "name" "home" "mountPath" $c.homeDir) | toJson }}
+  volumes: {{ list (dict "name" "tmp" "emptyDir" dict) (dict "name" "home" "emptyDir" dict) | toJson }}
+{{- else }}
+metadata:
+  labels: {{ $labels | toJson }}
   annotations: {{ $sched.pod_annotations | default dict | toJson }}
 spec:
   restartPolicy: "Never"
@@ -192,4 +243,5 @@ spec:
     securityContext: {{ $ctrSec | toJson }}
     volumeMounts: {{ $mounts | toJson }}
   volumes: {{ $volumes | toJson }}
+{{- end }}
 {{- end -}}
