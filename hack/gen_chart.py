@@ -269,6 +269,7 @@ def constants() -> dict:
         "homeDir": R.HOME_DIR,
         "rayVersion": R.RAY_VERSION,
         "entrypoint": R.ENTRYPOINT,
+        "podCommand": R.POD_COMMAND,
         "entrypointShell": " ".join(R.ENTRYPOINT),
     }
 

@@ -295,6 +295,8 @@ def test_reads_the_configmap_the_manifest_mounts(capsys, tmp_path, backend):
     found = list(commands(job))
     assert found
     for argv in found:
+        if argv[:2] == ["/usr/bin/tini", "--"]:  # pods keep tini as PID 1 (render.POD_COMMAND)
+            argv = argv[2:]
         assert argv[:3] == ["python3", "-m", "launcher.entrypoint"]
         args = parse_args(argv[3:])
         assert args.config == SPEC_PATH

@@ -57,6 +57,8 @@ def test_eval_job_validates_against_the_real_crds(capsys, backend, what):
     name = job["metadata"]["name"]
     assert name.startswith("grpo-exp3-eval-") and len(name) <= JOB_NAME_MAX
     cmd = _command(job)
+    if cmd[:2] == ["/usr/bin/tini", "--"]:  # PyTorchJob pods keep tini as PID 1 (render.POD_COMMAND)
+        cmd = cmd[2:]
     assert cmd[:5] == ["python3", "-m", "launcher.entrypoint", "--config", "/etc/grpo/spec.yaml"]
     assert cmd[5:7] == ["--mode", "eval"]
     if what == PVC:  # neither flag: the latest checkpoint

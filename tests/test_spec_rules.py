@@ -15,7 +15,8 @@ GOOD = [
     [],
     ["rollout.n=4", "data.max_response_length=512"],  # exp4
     # 7×2 = 14 samples, divisible by 2 GPUs; 7 per GPU, so the micro-batch must divide 7
-    ["data.train_batch_size=7", "actor.ppo_mini_batch_size=7", "actor.ppo_micro_batch_size_per_gpu=7"],
+    ["data.train_batch_size=7", "actor.ppo_mini_batch_size=7", "actor.ppo_micro_batch_size_per_gpu=7",
+     "rollout.log_prob_micro_batch_size_per_gpu=7"],
     ["resources.gpus_per_node=8", "rollout.tensor_parallel_size=2", "data.train_batch_size=32",
      "actor.ppo_mini_batch_size=16"],
     ["resources.nodes=2", "data.train_batch_size=16", "actor.ppo_mini_batch_size=16"],
@@ -46,6 +47,8 @@ BAD = [
     # verl's validate_config accepts this; its FSDP worker then fails (7×2/2 = 7 per GPU, micro 2)
     (["data.train_batch_size=7", "actor.ppo_mini_batch_size=7"], "actor.ppo_micro_batch_size_per_gpu",
      "ppo_mini_batch_size × rollout.n / GPUs = 7 × 2 / 2 = 7", "got 2"),
+    # verl pads a step's samples and splits each GPU's share into log-prob micro-batches at run time
+    (["rollout.log_prob_micro_batch_size_per_gpu=3"], "rollout.log_prob_micro_batch_size_per_gpu", "", "got 3"),
     (["rollout.tensor_parallel_size=4"], "rollout.tensor_parallel_size", "a divisor of resources.gpus_per_node (2)",
      "got 4"),
     (["rollout.tensor_parallel_size=3", "resources.gpus_per_node=4"], "rollout.tensor_parallel_size",

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Static scans: checkov over the chart, every rendered manifest (plus the pods the operators create
-# from them), manifests/ and the Dockerfile. Zero failed checks allowed beyond .checkov.yaml's
+# Static scans: checkov over every manifest the launcher and the chart render (plus the pods the
+# operators create from them), manifests/ and the Dockerfile. Zero failed checks allowed beyond .checkov.yaml's
 # commented skip list. Usage: hack/scan/run.sh CHECKOV_BIN HELM_DIR
 set -euo pipefail
 CHECKOV=${1:?checkov binary}
@@ -11,7 +11,7 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 export PATH="$HELM_DIR:$PATH"
 
-"$PY" "$ROOT/hack/scan/scan_views.py" "$WORK/rendered"
+"$PY" "$ROOT/hack/scan/scan_views.py" "$WORK/rendered" "$HELM_DIR/helm"
 status=0
 scan() {  # label, checkov args...
   local label=$1; shift
@@ -26,8 +26,6 @@ scan() {  # label, checkov args...
     status=1
   fi
 }
-scan "rendered manifests + pods" -d "$WORK/rendered" --framework kubernetes
-scan "manifests/ (GitOps)" -d "$ROOT/manifests" --framework kubernetes
-scan "charts/grpo-exp3 (helm)" -d "$ROOT/charts" --framework helm
+scan "launcher, chart, manifests/ + pods" -d "$WORK/rendered" --framework kubernetes
 scan "docker/Dockerfile" -f "$ROOT/docker/Dockerfile" --framework dockerfile
 exit $status

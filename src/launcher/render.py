@@ -29,6 +29,9 @@ HOME_DIR = "/home/verl"
 # Ray version baked into docker/requirements.lock; KubeRay uses it to pick ray start flags.
 RAY_VERSION = "2.60.0"
 ENTRYPOINT = ["python3", "-m", "launcher.entrypoint", "--config", SPEC_PATH]
+# A pod's `command` replaces the image's ENTRYPOINT, tini included: keep tini as PID 1 so Ray's
+# orphaned processes are reaped (the entrypoint forwards signals to verl itself).
+POD_COMMAND = ["/usr/bin/tini", "--", *ENTRYPOINT]
 
 Component = Literal["trainer", "eval"]
 
@@ -339,7 +342,7 @@ def render(spec: ExperimentSpec, *, component: Component = "trainer", gitops: bo
     namespace = spec.scheduling.namespace
     cm = configmap_name(instance)
     ttl = None if gitops else spec.run_policy.ttl_seconds_after_finished
-    command = [*ENTRYPOINT, *entry_args]
+    command = [*POD_COMMAND, *entry_args]
     objects: list[dict] = []
 
     st = spec.storage
@@ -378,7 +381,7 @@ def render(spec: ExperimentSpec, *, component: Component = "trainer", gitops: bo
                               restart_policy="Never", component=component)
         job = _render_template(
             "rayjob.yaml.j2", **{**common, "workers": spec.resources.nodes},
-            entrypoint=shlex.join(command),
+            entrypoint=shlex.join([*ENTRYPOINT, *entry_args]),
             ray_version=RAY_VERSION,
             # The head runs only the driver: no GPU work may be placed on it.
             head_start_params={"dashboard-host": "0.0.0.0", "num-gpus": "0"},
