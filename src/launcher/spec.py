@@ -419,8 +419,19 @@ def problems_from_pydantic(exc: ValidationError) -> list[Problem]:
             expected = "a value (required)"
         else:
             expected = _expected_from_pydantic(err)
-        out.append(Problem(field, expected, err.get("input")))
+        if loc and loc[0] == "secrets" and kind in ("model_type", "dict_type"):
+            expected = "a reference to an existing Secret, {name: SECRET, key: KEY} (never the token itself)"
+        got = err.get("input")
+        if loc and loc[0] == "secrets" and got is not None:
+            # Someone pasted a token where a Secret reference belongs: say so without echoing it.
+            got = _Redacted(f"<redacted {type(got).__name__}>")
+        out.append(Problem(field, expected, got))
     return out
+
+
+class _Redacted(str):
+    def __repr__(self) -> str:
+        return str(self)
 
 
 def _expected_from_pydantic(err: dict) -> str:

@@ -133,8 +133,16 @@ def to_cri(lines: Iterable[str], start: dt.datetime | None = None, step: dt.time
     t = start or dt.datetime.now(dt.timezone.utc)
     out = []
     for i, line in enumerate(lines):
-        out.append(f"{_ts(t + i * step)} {stream} F {line.rstrip(chr(10))}\n")
+        out.append(f"{_ts(t + i * step)} {stream} F {line.rstrip(chr(10))}\n")  # "\r" kept inside the entry
     return "".join(out)
+
+
+def _split_lines(text: str) -> list[str]:
+    """Split on "\n" only: verl's tqdm output uses "\r" inside one log line (str.splitlines would split it)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
 
 
 def _as_cri_text(text_or_path: str | os.PathLike) -> str:
@@ -143,7 +151,7 @@ def _as_cri_text(text_or_path: str | os.PathLike) -> str:
         text = Path(text_or_path).read_text()
     else:
         text = str(text_or_path)
-    lines = text.splitlines()
+    lines = _split_lines(text)
     if lines and all(CRI_LINE.match(line) for line in lines):
         return text if text.endswith("\n") else text + "\n"
     return to_cri(lines)
@@ -159,7 +167,7 @@ def served_file(info: ClusterInfo, namespace: str, name: str) -> Path:
 def append_log(path: Path, lines: Iterable[str] | str, stream: str = "stdout") -> None:
     """Append lines (plain text, converted to CRI with the current time) to a served log file."""
     if isinstance(lines, str):
-        lines = lines.splitlines()
+        lines = _split_lines(lines)
     with open(path, "a") as f:
         f.write(to_cri(lines, stream=stream))
         f.flush()

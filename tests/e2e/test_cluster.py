@@ -197,8 +197,12 @@ def test_pytorchjob_runs_on_a100_serves_log_and_succeeds(kube_cluster, kube_api,
     ks.append_log(served, "(TaskRunnerV1 pid=123) step:3 - actor/pg_loss:-0.010")
     text = core.read_namespaced_pod_log(pod_name, namespace, container="pytorch")
     assert text.splitlines()[-1] == "(TaskRunnerV1 pid=123) step:3 - actor/pg_loss:-0.010"
+    tqdm = "Training Progress:   5%|5         | 1/20 [00:19<06:01]\rTraining Progress:  10%|#         | 2/20"
+    ks.append_log(served, tqdm)  # "\r" stays inside one CRI entry and comes back as-is
+    text = core.read_namespaced_pod_log(pod_name, namespace, container="pytorch")
+    assert text.split("\n")[-2] == tqdm
     stamped = core.read_namespaced_pod_log(pod_name, namespace, container="pytorch", timestamps=True)
-    assert all(ks.CRI_LINE.match(line.replace(" ", " stdout F ", 1)) for line in stamped.splitlines())
+    assert all(ks.CRI_LINE.match(line.replace(" ", " stdout F ", 1)) for line in stamped.split("\n")[:-1])
 
     # KWOK completes the pod after the annotated delay; the operator marks the job Succeeded
     job = ks.wait_for(lambda: _job_condition_true(co, namespace, name, "Succeeded"), timeout=90,
