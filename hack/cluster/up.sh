@@ -27,13 +27,12 @@ if [ -f "$MARKER" ] && api_ready && operators_ok; then
   say "already running ($(( $(date +%s) - T0 ))s)"; echo "$KUBECONFIG_PATH"; exit 0
 fi
 
-MODS_JSON="$CLUSTER_DIR/modules.env"
 moddir() { go mod download -json "$1" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("Dir") or sys.exit(d.get("Error")))'; }
 
 # ---- control plane ------------------------------------------------------------------------------------------
 if ! api_ready; then
   rm -f "$MARKER"
-  if [ -d "$KWOK_WORKDIR/clusters/$CLUSTER_NAME" ]; then
+  if [ -d "$KWOK_WORKDIR/clusters/$CLUSTER_NAME" ] || compgen -G "$PIDS/*.pid" >/dev/null; then
     say "stale cluster state found: deleting it"
     "$HERE/down.sh" >/dev/null 2>&1 || true
     mkdir -p "$CLUSTER_DIR" "$LOGS" "$PIDS" "$SERVED_LOGS" "$CLUSTER_DIR/bin"
@@ -79,7 +78,8 @@ EOF
     --kubeconfig="$KWOKCTL_KUBECONFIG" --wait 5m > "$LOGS/kwokctl-create.log" 2>&1 9>&- || { cat "$LOGS/kwokctl-create.log" >&2; exit 1; }
   cp "$KWOK_WORKDIR/clusters/$CLUSTER_NAME/kubeconfig.yaml" "$KUBECONFIG_PATH"
   chmod 600 "$KUBECONFIG_PATH"
-  until api_ready; do sleep 0.5; done
+  for _ in $(seq 240); do api_ready && break; sleep 0.5; done
+  api_ready || { echo "kube-apiserver not ready; see $KWOK_WORKDIR/clusters/$CLUSTER_NAME/logs/" >&2; exit 1; }
   say "control plane ready ($(( $(date +%s) - T0 ))s)"
 fi
 

@@ -7,49 +7,20 @@ half-done submit leaves nothing behind.
 from __future__ import annotations
 
 import json
-import subprocess
-from pathlib import Path
 
 import pytest
-import yaml
 
 import kwok_support as ks
-from launcher_helpers import CONFIG, PY, REPO, cri, run_launcher, verl_lines
+from launcher_helpers import CONFIG, cri, run_launcher, verl_lines
+from rbac_support import apply, launcher_user
 
 pytestmark = pytest.mark.cluster
 
 
-def _launcher_rbac(ns: str, sa: str) -> list[dict]:
-    out = subprocess.run([PY, "-m", "launcher", "rbac", "-n", ns, "--serviceaccount", f"{ns}:{sa}",
-                          "--name", f"launcher-{ns}"], capture_output=True, text=True, check=True,
-                         env={"PYTHONPATH": str(REPO / "src")})
-    return list(yaml.safe_load_all(out.stdout))
-
-
-def _sa_kubeconfig(info: ks.ClusterInfo, ns: str, sa: str, path: Path) -> ks.ClusterInfo:
-    admin = yaml.safe_load(Path(info.kubeconfig).read_text())
-    token = info.kubectl("create", "token", sa, "-n", ns, "--duration", "1h").stdout.strip()
-    cluster = admin["clusters"][0]
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "clusters": [cluster],
-        "users": [{"name": sa, "user": {"token": token}}],
-        "contexts": [{"name": sa, "context": {"cluster": cluster["name"], "user": sa, "namespace": ns}}],
-        "current-context": sa,
-    }))
-    return ks.ClusterInfo(**{**info.__dict__, "kubeconfig": path})
-
-
-def _apply(info, objs):
-    info.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objs))
-
-
 def test_every_verb_works_with_the_rendered_role_and_a_missing_permission_is_named(kube_cluster, namespace,
                                                                                    tmp_path):
-    info, ns, sa = kube_cluster, namespace, "launcher-user"
-    info.kubectl("create", "serviceaccount", sa, "-n", ns)
-    objs = _launcher_rbac(ns, sa)
-    _apply(info, objs)
-    user = _sa_kubeconfig(info, ns, sa, tmp_path / "kubeconfig")
+    info, ns = kube_cluster, namespace
+    user, objs, _ = launcher_user(info, ns, "launcher-user", tmp_path / "kubeconfig")
 
     ann = json.dumps({ks.POD_COMPLETE_DELAY: "8s"})
     submit = ["submit", CONFIG, "-n", ns, "--set", f"scheduling.pod_annotations={ann}"]
@@ -66,7 +37,7 @@ def test_every_verb_works_with_the_rendered_role_and_a_missing_permission_is_nam
     for rule in role["rules"]:
         if rule["resources"] == ["pytorchjobs"]:
             rule["verbs"] = [v for v in rule["verbs"] if v != "create"]
-    _apply(info, [role])
+    apply(info, [role])
     rc, out, err = run_launcher([*submit, "--set", "rollout.n=4"], user, tmp_path / "runs2")
     assert rc == 3, out + err
     errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
