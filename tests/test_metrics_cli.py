@@ -101,9 +101,10 @@ def test_metrics_verb_huge_single_line_is_bounded(tmp_path):
         for _ in range(64):
             f.write(block)
         f.write(b"\nstep:2 - a:2.0\n")
+    # VmHWM, not ru_maxrss: a child's ru_maxrss starts from its parent's peak (here pytest's) across fork.
     code = (
-        "import resource,sys;from launcher.cli import main;rc=main(sys.argv[1:]);"
-        "print('RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss);sys.exit(rc)"
+        "import re,sys;from launcher.cli import main;rc=main(sys.argv[1:]);"
+        "print('RSS_KB', re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1));sys.exit(rc)"
     )
     t = time.monotonic()
     p = subprocess.run([sys.executable, "-c", code, "metrics", str(log), "-o", str(tmp_path / "m")],

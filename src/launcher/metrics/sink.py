@@ -116,7 +116,9 @@ class MetricsSink:
         self._counters = ParseCounters()
         self._counter_sources: dict[str, ParseCounters] = {}
         self._stats = {"rows_written": 0, "duplicates": 0, "stale": 0, "torn_lines_recovered": 0, "corrupt_rows": 0}
-        self._last_derived = 0.0
+        # Counted from opening: the first refresh comes one interval after the sink starts (monotonic()
+        # is seconds since boot, so 0.0 here would make "one interval" depend on the uptime).
+        self._last_derived = time.monotonic()
         self._dirty = False
         self._load()
         self._fd = os.open(self.jsonl_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
