@@ -86,6 +86,17 @@ def launcher_objects(config: Path, sets=(), backend=None) -> list[dict]:
     return json.loads(json.dumps(render(load_spec(config, list(sets), backend))))
 
 
+def launcher_eval_objects(config: Path, baseline: bool, checkpoint: str | None, sets=(), backend=None) -> list[dict]:
+    """What `launcher eval CONFIG [--baseline] [--checkpoint X]` renders (commands.eval.plan's render call)."""
+    from launcher.commands import eval as E
+    from launcher.labels import eval_job_name
+
+    spec = load_spec(config, list(sets), backend)
+    name = eval_job_name(spec, E.models_key(baseline, checkpoint))
+    objects = render(spec, component="eval", entry_args=E.entry_args(baseline, checkpoint), instance=name)
+    return json.loads(json.dumps(objects))
+
+
 def assert_same_objects(launcher: list[dict], chart: list[dict]) -> None:
     left, right = by_key(launcher), by_key(chart)
     assert sorted(left) == sorted(right), "the two renderers produce different object sets"

@@ -135,9 +135,15 @@ def test_helm_labels_are_the_launchers_plus_bookkeeping():
         (["--set", "name=Bad_Name"], "at '/name'"),
         (["--set", "resources.cpu=lots"], "at '/resources/cpu'"),
         (["--set", "rollout.n=null"], "at '/rollout': missing property 'n'"),
+        (["--set", "eval.enabled=true", "--set", "eval.model=x"], "at '/eval': additional properties 'model' not allowed"),
+        (["--set", "eval.enabled=yes"], "at '/eval/enabled': got string, want boolean"),
+        (["--set", "eval.checkpoint=0"], "at '/eval/checkpoint'"),
+        (["--set", "eval.checkpoint=last"], "at '/eval/checkpoint'"),
+        (["--set", "eval.checkpoint=025"], "at '/eval/checkpoint'"),
     ],
     ids=["wrong-type", "bool-for-int", "unknown-key", "unknown-top-key", "unknown-toleration-key", "gpu-count-0",
-         "nodes-0", "bad-enum", "bad-name", "bad-quantity", "null-required"],
+         "nodes-0", "bad-enum", "bad-name", "bad-quantity", "null-required", "eval-unknown-key", "eval-not-bool",
+         "eval-step-0", "eval-not-latest", "eval-leading-zero"],
 )
 def test_schema_refuses_bad_values(args, message):
     err = helm_error(*args)
@@ -226,6 +232,100 @@ def test_chart_rules_agree_with_check_rules(overrides):
 
 
 # ---------------------------------------------------------------------------------------------------
+# eval.enabled: the evaluation job instead of the training job, with `launcher eval`'s refusals
+
+CLAIM = ["--set", "storage.claim_name=grpo-ckpt"]
+EVAL_ON = ["--set", "eval.enabled=true"]
+
+
+@pytest.mark.parametrize("backend", ["pytorchjob", "rayjob"])
+@pytest.mark.parametrize("what", [[], [*CLAIM, "--set", "eval.checkpoint=latest"],
+                                  [*CLAIM, "--set", "eval.baseline=false", "--set", "eval.checkpoint=25"]],
+                         ids=["baseline", "baseline-latest", "step-25"])
+def test_eval_renders_only_the_eval_job_and_its_configmap(backend, what):
+    objects = helm_objects(*EVAL_ON, "--set", f"backend={backend}", *what)
+    for obj in objects:
+        assert schema_errors(obj) == [], f"{obj['kind']} {obj['metadata']['name']}"
+        assert obj["metadata"]["labels"]["app.kubernetes.io/component"] == "eval"
+    job = _job(objects)
+    name = job["metadata"]["name"]
+    assert re.fullmatch(r"grpo-exp3-eval-[0-9a-f]{8}", name)
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in objects) == sorted(
+        [("ConfigMap", f"{name}-spec"), (job["kind"], name)])
+    for pod in _pods(job):
+        assert pod["metadata"]["labels"]["app.kubernetes.io/instance"] == name
+
+
+def test_eval_is_off_by_default_and_never_changes_the_training_job():
+    """The eval values are not part of the spec: toggling them leaves the training job's name and spec.yaml alone."""
+    default = helm_objects()
+    assert _job(default)["metadata"]["labels"]["app.kubernetes.io/component"] == "trainer"
+    assert default == helm_objects("--set", "eval.baseline=false", "--set", "eval.checkpoint=7")
+    evaluated = helm_objects(*EVAL_ON)
+    spec_yaml = {o["kind"]: o for o in default}["ConfigMap"]["data"]["spec.yaml"]
+    assert {o["kind"]: o for o in evaluated}["ConfigMap"]["data"]["spec.yaml"] == spec_yaml
+    assert '"eval"' not in spec_yaml
+    assert _job(evaluated)["metadata"]["labels"]["grpo.launcher.io/config-hash"] == \
+        _job(default)["metadata"]["labels"]["grpo.launcher.io/config-hash"]
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--set", "eval.checkpoint=latest"],
+         "values.storage.claim_name must be a claim name when eval.checkpoint is set (latest)"),
+        (["--set", "eval.checkpoint=25", "--set", "eval.baseline=false"],
+         "values.storage.claim_name must be a claim name when eval.checkpoint is set (25)"),
+        ([*CLAIM, "--set", "eval.checkpoint=latest", "--set", "trainer.save_freq=-1"],
+         "values.trainer.save_freq must not be -1 when eval.checkpoint is set (latest)"),
+        (["--set", "eval.baseline=false"],
+         'values.eval.checkpoint must be a step number >= 1 or "latest" when eval.enabled is true and eval.baseline '
+         "is false"),
+    ],
+    ids=["latest-no-claim", "step-no-claim", "save-freq-off", "nothing-to-evaluate"],
+)
+@pytest.mark.parametrize("backend", ["pytorchjob", "rayjob"])
+def test_eval_refusals_match_the_cli(args, message, backend):
+    err = helm_error(*EVAL_ON, "--set", f"backend={backend}", *args)
+    assert "grpo-exp3: invalid values" in err
+    assert message in err, err
+
+
+@pytest.mark.parametrize(
+    "cli_args,helm_args",
+    [
+        (["--checkpoint", "latest"], ["--set", "eval.checkpoint=latest"]),
+        (["--checkpoint", "3", "--set", "storage.claim_name=c", "--set", "trainer.save_freq=-1"],
+         [*CLAIM, "--set", "eval.checkpoint=3", "--set", "trainer.save_freq=-1"]),
+    ],
+    ids=["no-claim", "save-freq-off"],
+)
+def test_eval_refusals_are_the_clis_refusals(cli_args, helm_args, capsys):
+    """Whatever `launcher eval` refuses with exit 2, the chart refuses too."""
+    from launcher.cli import main as cli
+
+    assert cli(["eval", str(ROOT / "configs" / "grpo-exp3.yaml"), *cli_args, "--dry-run"]) == 2
+    capsys.readouterr()
+    helm_error(*EVAL_ON, "--set", "eval.baseline=false", *helm_args)
+
+
+@pytest.mark.parametrize("case", [[], [*CLAIM, "--set", "eval.checkpoint=latest", "--set", "backend=rayjob"]],
+                         ids=["baseline", "rayjob-latest"])
+def test_eval_lint_strict(case):
+    require_helm()
+    helm("lint", "--strict", str(CHART), *EVAL_ON, *case)
+
+
+def test_eval_notes_name_the_eval_job():
+    require_helm()
+    out = helm("install", "grpo-exp3", str(CHART), "--dry-run=client", *EVAL_ON).stdout
+    notes = out[out.index("NOTES:"):]
+    job = _job(helm_objects(*EVAL_ON))["metadata"]["name"]
+    assert f"pytorchjob/{job}" in notes and "renders no training job" in notes
+    assert f"app.kubernetes.io/instance={job},app.kubernetes.io/component=eval" in notes
+
+
+# ---------------------------------------------------------------------------------------------------
 # Generated files: fresh, derived from the model, and the stale check works
 
 
@@ -250,9 +350,12 @@ def test_stale_check_names_the_file_and_the_make_target(tmp_path, capsys):
 def test_values_yaml_mirrors_the_spec_and_documents_every_key():
     text = (CHART / "values.yaml").read_text()
     spec = spec_from_raw(load_raw(ROOT / "configs" / "grpo-exp3.yaml"))
-    assert yaml.safe_load(text) == spec.model_dump(mode="json")
+    values = yaml.safe_load(text)
+    # the chart-only `eval` switch follows the spec's keys; it is not part of the spec
+    assert values.pop("eval") == gen_chart.EVAL_VALUES == {"enabled": False, "baseline": True, "checkpoint": None}
+    assert values == spec.model_dump(mode="json")
     # every key line is preceded by a `# --` line carrying that field's description
-    docs = field_docs()
+    docs = {**field_docs(), **gen_chart.EVAL_DOCS}
     lines = text.splitlines()
     path: list[str] = []
     seen = 0
@@ -291,7 +394,10 @@ def test_schema_is_closed_draft07_without_refs():
     assert res["gpus_per_node"]["minimum"] == 1 and res["gpus_per_node"]["maximum"] == 16
     assert res["cpu"]["pattern"].startswith("^[0-9]")
     assert schema["properties"]["backend"]["enum"] == ["pytorchjob", "rayjob"]
-    assert set(schema["properties"]) == set(ExperimentSpec.model_fields)
+    assert set(schema["properties"]) == set(ExperimentSpec.model_fields) | {"eval"}
+    assert "eval" not in schema["required"]
+    ev = schema["properties"]["eval"]
+    assert ev["additionalProperties"] is False and set(ev["properties"]) == {"enabled", "baseline", "checkpoint"}
 
 
 def test_schema_accepts_exactly_what_the_model_accepts_on_samples():

@@ -6,6 +6,8 @@ HTML-special strings), the chart rendered with the values `hack/gen_chart.py val
 must equal the launcher's objects, compared parsed, after removing only Helm's bookkeeping labels.
 The ConfigMap's spec.yaml is compared as the exact string (both sides write canonical JSON), and
 so is the job name, whose hash Helm computes itself from the values.
+With `eval.enabled` the chart is the evaluation job instead: it must equal what `launcher eval` renders
+(commands.eval.plan: labels.eval_job_name, component `eval`, the entrypoint's `--mode eval` arguments).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from chart_support import (ROOT, assert_same_objects, gen_chart, helm_objects, launcher_objects, values_file)
+from chart_support import (ROOT, assert_same_objects, gen_chart, helm_objects, launcher_eval_objects, launcher_objects,
+                           values_file)
 from launcher import canonical
 from launcher.config import load_spec
 
@@ -151,3 +154,52 @@ def test_entrypoint_reads_the_configmap_back_to_the_same_spec(tmp_path, everythi
     mounted.write_text(cm["data"]["spec.yaml"])
     again = load_spec(mounted)
     assert again == spec and again.job_name == spec.job_name
+
+
+# --------------------------------------------------------------------------------------------------
+# eval.enabled: the chart renders `launcher eval`'s objects (and nothing of the training run)
+
+EVAL_CASES = {
+    # id: (launcher --set, baseline, checkpoint, helm args)
+    "baseline": ([], True, None, []),
+    "baseline-latest-claim": (["storage.claim_name=grpo-ckpt"], True, "latest",
+                              ["--set", "storage.claim_name=grpo-ckpt", "--set", "eval.checkpoint=latest"]),
+    "step-25-claim": (["storage.claim_name=grpo-ckpt"], False, "25",
+                      ["--set", "storage.claim_name=grpo-ckpt", "--set", "eval.baseline=false",
+                       "--set", "eval.checkpoint=25"]),
+    # a created claim is rendered as the launcher renders it (so a `helm upgrade` to eval keeps the volume)
+    "step-25-created-claim": (["storage.claim_name=grpo-ckpt", "storage.create=true"], False, "25",
+                              ["--set", "storage.claim_name=grpo-ckpt", "--set", "storage.create=true",
+                               "--set", "eval.baseline=false", "--set-json", "eval.checkpoint=\"25\""]),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", list(EVAL_CASES), ids=list(EVAL_CASES))
+def test_eval_chart_renders_what_launcher_eval_renders(case, backend):
+    sets, baseline, checkpoint, helm_args = EVAL_CASES[case]
+    config = ROOT / "configs" / "grpo-exp3.yaml"
+    launcher = launcher_eval_objects(config, baseline, checkpoint, sets, backend)
+    chart = helm_objects("--set", "eval.enabled=true", "--set", f"backend={backend}", *helm_args)
+    assert_same_objects(launcher, chart)
+    assert not any(o["metadata"]["name"] == load_spec(config, sets, backend).job_name for o in chart)
+
+
+def test_eval_parity_on_every_optional_branch(everything_config, tmp_path):
+    """Multi-node, queue, created claim, secrets, long values: the eval job still matches, step from a values file."""
+    values = values_file(tmp_path, everything_config, backend="rayjob")
+    extra = tmp_path / "eval.yaml"
+    extra.write_text("eval: {enabled: true, baseline: true, checkpoint: 5}\n")
+    launcher = launcher_eval_objects(everything_config, True, "5", backend="rayjob")
+    assert_same_objects(launcher, helm_objects("-f", str(values), "-f", str(extra)))
+
+
+def test_eval_name_keeps_the_budget_for_long_names():
+    """A 38-character name is cut to 33 (trailing dashes dropped) as labels.eval_job_name cuts it."""
+    name = "a" * 32 + "-" + "b" * 5  # 38 characters, a dash at the cut
+    config = ROOT / "configs" / "grpo-exp3.yaml"
+    launcher = launcher_eval_objects(config, True, None, [f"name={name}"])
+    chart = helm_objects("--set", "eval.enabled=true", "--set", f"name={name}")
+    assert_same_objects(launcher, chart)
+    job = next(o for o in chart if o["kind"] == "PyTorchJob")["metadata"]["name"]
+    assert job.startswith("a" * 32 + "-eval-") and len(job) <= 47

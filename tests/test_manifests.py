@@ -5,7 +5,9 @@
   real kubectl from `make tools`) builds exactly `launcher render --gitops` objects;
 - the objects validate strictly against the operators' CRDs and Kubernetes' OpenAPI;
 - GitOps output carries no TTL self-deletion; the Argo CD / Flux examples point at these directories
-  with the sync options the README explains.
+  with the sync options the README explains;
+- grpo-exp3-eval/ is `launcher eval configs/grpo-exp3.yaml --baseline`'s job with gitops=True (the
+  config has no storage.claim_name, so a checkpoint cannot be evaluated from git).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from launcher.render import render
 
 MANIFESTS = ROOT / "manifests"
 EXPERIMENTS = ("grpo-exp3", "grpo-exp4")
+EVALS = ("grpo-exp3-eval",)
 
 _spec = importlib.util.spec_from_file_location("gen_manifests", ROOT / "hack" / "gen_manifests.py")
 gen_manifests = importlib.util.module_from_spec(_spec)
@@ -67,7 +70,61 @@ def test_kustomize_builds_exactly_the_gitops_render(exp):
     assert built == expected
 
 
-@pytest.mark.parametrize("exp", EXPERIMENTS)
+def _eval_expected() -> dict:
+    """`launcher eval configs/grpo-exp3.yaml --baseline`, rendered for GitOps (no TTL)."""
+    from launcher.commands.eval import entry_args, models_key
+    from launcher.labels import eval_job_name
+
+    spec = load_spec(ROOT / "configs" / "grpo-exp3.yaml")
+    name = eval_job_name(spec, models_key(True, None))
+    objects = render(spec, component="eval", gitops=True, entry_args=entry_args(True, None), instance=name)
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
+
+
+def test_eval_kustomize_builds_exactly_the_baseline_eval_job():
+    d = MANIFESTS / "grpo-exp3-eval"
+    kustomization = yaml.safe_load((d / "kustomization.yaml").read_text())
+    files = sorted(p.name for p in d.glob("[0-9][0-9]-*.yaml"))
+    assert kustomization["resources"] == files and len(files) == 2
+    out = subprocess.run([_kubectl(), "kustomize", str(d)], capture_output=True, text=True, check=True,
+                         timeout=60).stdout
+    built = {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(out) if o}
+    assert built == _eval_expected()
+    job = next(o for o in built.values() if o["kind"] == "PyTorchJob")
+    assert job["metadata"]["labels"]["app.kubernetes.io/component"] == "eval"
+    assert job["metadata"]["name"].startswith("grpo-exp3-eval-")
+    command = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
+    assert command[-3:] == ["--mode", "eval", "--baseline"]
+    # the training objects are not in the eval directory, and the eval job is not in the training one
+    train = {p.name for p in (MANIFESTS / "grpo-exp3").glob("*.yaml")}
+    assert not train & set(files)
+
+
+def test_eval_manifests_are_the_eval_commands_objects(capsys):
+    """The generator renders what `launcher eval ... --baseline --dry-run` prints, less the TTL."""
+    from launcher.cli import main as cli
+
+    assert cli(["eval", str(ROOT / "configs" / "grpo-exp3.yaml"), "--baseline", "--dry-run"]) == 0
+    printed = [o for o in yaml.safe_load_all(capsys.readouterr().out) if o]
+    for obj in printed:
+        obj.get("spec", {}).get("runPolicy", {}).pop("ttlSecondsAfterFinished", None)
+        obj.get("spec", {}).pop("ttlSecondsAfterFinished", None)
+    assert {(o["kind"], o["metadata"]["name"]): o for o in printed} == _eval_expected()
+
+
+def test_stale_check_catches_a_stale_eval_directory(tmp_path, capsys):
+    copy = tmp_path / "manifests"
+    shutil.copytree(MANIFESTS, copy)
+    job = next((copy / "grpo-exp3-eval").glob("01-*.yaml"))
+    job.write_text(job.read_text().replace("--baseline", "--checkpoint"))
+    assert gen_manifests.check(copy) == 1
+    assert f"grpo-exp3-eval/{job.name} differs" in capsys.readouterr().err
+    shutil.rmtree(copy / "grpo-exp3-eval")
+    assert gen_manifests.check(copy) == 1
+    assert "grpo-exp3-eval/kustomization.yaml missing" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("exp", (*EXPERIMENTS, *EVALS))
 def test_manifests_validate_against_real_schemas_and_never_self_delete(exp):
     for path in sorted((MANIFESTS / exp).glob("[0-9][0-9]-*.yaml")):
         obj = yaml.safe_load(path.read_text())

@@ -16,15 +16,71 @@ print as integers (`{{ 1000000 }}` would print 1e+06).
 {{- include "grpo-exp3.specJson" . | sha256sum | trunc (int $c.hashLen) -}}
 {{- end -}}
 
-{{/* Job name `<name>-<hash>` (labels.job_name); also the instance label and the name prefix. */}}
+{{/* Training job name `<name>-<hash>` (labels.job_name); grpo-exp3.instance is the rendered job's name. */}}
 {{- define "grpo-exp3.jobName" -}}
 {{- printf "%s-%s" .Values.name (include "grpo-exp3.hash" .) -}}
+{{- end -}}
+
+{{/*
+Evaluation (`launcher eval`, commands/eval.py): the chart-only `eval` values, never part of the spec.
+With eval.enabled the release is the evaluation job instead of the training job: every object then
+takes the eval job's name as its instance and `eval` as its component.
+"true" when eval.enabled, else empty.
+*/}}
+{{- define "grpo-exp3.evalEnabled" -}}
+{{- if (.Values.eval | default dict).enabled }}true{{ end -}}
+{{- end -}}
+
+{{/* eval.checkpoint as the CLI passes it: "latest", a step number without leading zeros, or empty (null). */}}
+{{- define "grpo-exp3.evalCheckpoint" -}}
+{{- $ck := (.Values.eval | default dict).checkpoint -}}
+{{- if kindIs "string" $ck }}{{ $ck }}{{ else if not (kindIs "invalid" $ck) }}{{ int64 $ck }}{{ end -}}
+{{- end -}}
+
+{{/* What the eval job evaluates (commands.eval.models_key): "base", "checkpoint=N", "base+checkpoint=latest". */}}
+{{- define "grpo-exp3.evalModels" -}}
+{{- $parts := list -}}
+{{- if (.Values.eval | default dict).baseline }}{{ $parts = append $parts "base" }}{{ end -}}
+{{- with include "grpo-exp3.evalCheckpoint" . }}{{ $parts = append $parts (printf "checkpoint=%s" .) }}{{ end -}}
+{{- join "+" $parts -}}
+{{- end -}}
+
+{{/* The entrypoint's extra arguments (commands.eval.entry_args) as a JSON list; [] for training. */}}
+{{- define "grpo-exp3.entryArgs" -}}
+{{- $args := list -}}
+{{- if include "grpo-exp3.evalEnabled" . -}}
+{{- $args = list "--mode" "eval" -}}
+{{- if .Values.eval.baseline }}{{ $args = append $args "--baseline" }}{{ end -}}
+{{- with include "grpo-exp3.evalCheckpoint" . }}{{ $args = concat $args (list "--checkpoint" .) }}{{ end -}}
+{{- end -}}
+{{- $args | toJson -}}
+{{- end -}}
+
+{{/* app.kubernetes.io/component: "eval" with eval.enabled, else "trainer". */}}
+{{- define "grpo-exp3.component" -}}
+{{- ternary "eval" "trainer" (eq (include "grpo-exp3.evalEnabled" .) "true") -}}
+{{- end -}}
+
+{{/*
+Name of the rendered job, its instance label and its ConfigMap's prefix: the training job name, or
+with eval.enabled the eval job name (labels.eval_job_name): `<name cut to evalNameMax, trailing
+dashes removed>-eval-<sha256(config hash + "|" + models)[:8]>`.
+*/}}
+{{- define "grpo-exp3.instance" -}}
+{{- if include "grpo-exp3.evalEnabled" . -}}
+{{- $c := include "grpo-exp3.constants" . | fromJson -}}
+{{- $prefix := regexReplaceAll "-+$" (trunc (int $c.evalNameMax) .Values.name) "" -}}
+{{- $digest := printf "%s|%s" (include "grpo-exp3.hash" .) (include "grpo-exp3.evalModels" .) | sha256sum | trunc (int $c.hashLen) -}}
+{{- printf "%s-eval-%s" $prefix $digest -}}
+{{- else -}}
+{{- include "grpo-exp3.jobName" . -}}
+{{- end -}}
 {{- end -}}
 
 {{/* Selector labels (labels.selector_labels), as JSON. */}}
 {{- define "grpo-exp3.selectorLabels" -}}
 {{- $c := include "grpo-exp3.constants" . | fromJson -}}
-{{- dict "app.kubernetes.io/name" $c.appName $c.instanceLabel (include "grpo-exp3.jobName" .) | toJson -}}
+{{- dict "app.kubernetes.io/name" $c.appName $c.instanceLabel (include "grpo-exp3.instance" .) | toJson -}}
 {{- end -}}
 
 {{/*
@@ -36,7 +92,7 @@ that differ from the launcher's (labels.HELM_BOOKKEEPING).
 {{- $c := include "grpo-exp3.constants" . | fromJson -}}
 {{- $l := include "grpo-exp3.selectorLabels" . | fromJson -}}
 {{- $_ := set $l "app.kubernetes.io/version" .Chart.AppVersion -}}
-{{- $_ = set $l $c.componentLabel "trainer" -}}
+{{- $_ = set $l $c.componentLabel (include "grpo-exp3.component" .) -}}
 {{- $_ = set $l "app.kubernetes.io/managed-by" .Release.Service -}}
 {{- $_ = set $l "app.kubernetes.io/part-of" $c.partOf -}}
 {{- $_ = set $l $c.experimentLabel .Values.name -}}
@@ -50,7 +106,7 @@ that differ from the launcher's (labels.HELM_BOOKKEEPING).
 
 {{/* ConfigMap carrying the spec (render.configmap_name). */}}
 {{- define "grpo-exp3.configMapName" -}}
-{{- printf "%s-spec" (include "grpo-exp3.jobName" .) -}}
+{{- printf "%s-spec" (include "grpo-exp3.instance" .) -}}
 {{- end -}}
 
 {{/*
@@ -64,7 +120,7 @@ Pod template (templates/_pod.j2 with render._pod_parts). Argument: dict with
 {{- $c := include "grpo-exp3.constants" $root | fromJson -}}
 {{- $res := $s.resources -}}
 {{- $sched := $s.scheduling -}}
-{{- $instance := include "grpo-exp3.jobName" $root -}}
+{{- $instance := include "grpo-exp3.instance" $root -}}
 {{- /* environment (render._env_vars) */ -}}
 {{- $env := list
   (dict "name" "LAUNCHER_SPEC" "value" $c.specPath)

@@ -1,6 +1,7 @@
 {{/*
 Cross-field rules that values.schema.json cannot express: the Helm mirror of spec.check_rules
-(verl's batch arithmetic, name length, GPU type, resume/wandb/storage consistency). All problems
+(verl's batch arithmetic, name length, GPU type, resume/wandb/storage consistency), and with
+eval.enabled the refusals of `launcher eval` (commands/eval.plan). All problems
 are reported at once, one line each, as `values.<key> must be ..., got <value>`.
 The chart additionally requires scheduling.namespace to equal the release namespace: the objects
 live in scheduling.namespace (it is part of the spec, and so of the hash, exactly as with
@@ -75,6 +76,19 @@ live in scheduling.namespace (it is part of the spec, and so of the hash, exactl
 {{- end -}}
 {{- if and (gt $nodes 1) $st.claim_name (eq $st.access_mode "ReadWriteOnce") $st.create -}}
 {{- $errs = append $errs (printf "values.storage.access_mode must be ReadWriteMany when several nodes share the created claim, got %v" $st.access_mode) -}}
+{{- end -}}
+{{- /* the evaluation job (eval.enabled): the refusals of `launcher eval` (commands/eval.plan) */ -}}
+{{- if include "grpo-exp3.evalEnabled" . -}}
+{{- $ck := include "grpo-exp3.evalCheckpoint" . -}}
+{{- if and (not $v.eval.baseline) (not $ck) -}}
+{{- $errs = append $errs "values.eval.checkpoint must be a step number >= 1 or \"latest\" when eval.enabled is true and eval.baseline is false (there is nothing else to evaluate), got null" -}}
+{{- end -}}
+{{- if and $ck (not $st.claim_name) -}}
+{{- $errs = append $errs (printf "values.storage.claim_name must be a claim name when eval.checkpoint is set (%s): the checkpoint must be on a persistent volume shared with the training run, and without a claim it was an emptyDir lost with the training pod; set storage.claim_name for training and evaluation, or evaluate only eval.baseline with eval.checkpoint=null, got null" $ck) -}}
+{{- end -}}
+{{- if and $ck (not (kindIs "invalid" $tr.save_freq)) (eq (int64 $tr.save_freq) -1) -}}
+{{- $errs = append $errs (printf "values.trainer.save_freq must not be -1 when eval.checkpoint is set (%s): training saved no checkpoint, got -1" $ck) -}}
+{{- end -}}
 {{- end -}}
 {{- if ne $v.scheduling.namespace .Release.Namespace -}}
 {{- $errs = append $errs (printf "values.scheduling.namespace must equal the release namespace %q (helm --namespace; the objects are created in scheduling.namespace), got %q" .Release.Namespace $v.scheduling.namespace) -}}
