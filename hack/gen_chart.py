@@ -43,7 +43,7 @@ from launcher import __version__, canonical  # noqa: E402
 from launcher import labels as L  # noqa: E402
 from launcher import render as R  # noqa: E402
 from launcher import spec as S  # noqa: E402
-from launcher.config import apply_sets, load_raw, load_spec, spec_from_raw  # noqa: E402
+from launcher.config import load_spec  # noqa: E402
 
 CHART_NAME = "grpo-exp3"
 CHART_DIR = ROOT / "charts" / CHART_NAME

@@ -558,15 +558,6 @@ def check_rules(spec: ExperimentSpec) -> list[Problem]:
     return problems
 
 
-# Keys a user cannot set from the outside because they are derived; kept here so the chart and
-# docs can say so.
-DERIVED = {
-    "job name": "<name>-<config hash>",
-    "checkpoint path": "<trainer.checkpoint_dir>/<trainer.project_name>/<name>",
-    "GPU node selector": "<resources.gpu_product_label>: GPU_PRODUCTS[<resources.gpu_type>]",
-}
-
-
 def field_docs(model: type[BaseModel] = ExperimentSpec, prefix: str = "") -> dict[str, str]:
     """Dotted field path → description, for docs and the chart's `# --` comments."""
     out: dict[str, str] = {}

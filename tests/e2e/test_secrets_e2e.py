@@ -7,7 +7,6 @@ is searched for both.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
