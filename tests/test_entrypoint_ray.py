@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
+
+from entrypoint_support import standin_config
 
 # Real Ray comes with the verl test environment (requirements/verl-test.txt).
 pytestmark = pytest.mark.verl
@@ -73,21 +74,6 @@ def cluster_dir():
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _config(tmp: Path, nodes: int) -> Path:
-    data = tmp / "data"
-    data.mkdir(exist_ok=True)
-    for name in ("train.parquet", "test.parquet"):
-        (data / name).write_bytes(b"stand-in")  # present: data preparation skips
-    raw = yaml.safe_load((REPO / "configs" / "grpo-exp3.yaml").read_text())
-    raw["resources"]["nodes"] = nodes
-    raw["data"]["dir"] = str(data)
-    raw["trainer"]["checkpoint_dir"] = str(tmp / "ckpt")
-    raw["model"]["cache_dir"] = str(tmp / "hf")
-    path = tmp / "spec.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return path
-
-
 def _pod(config: Path, tmp: Path, *, rank: int, port: int, child: str, extra: dict | None = None) -> subprocess.Popen:
     env = {
         **os.environ,
@@ -130,7 +116,7 @@ def _wait(proc: subprocess.Popen, timeout: float) -> int | None:
 @pytest.mark.timeout(150)
 def test_head_and_worker_run_trainer_and_propagate_its_status(cluster_dir):
     tmp, procs = cluster_dir
-    config = _config(tmp, nodes=2)
+    config = standin_config(tmp, nodes=2)
     port = _free_port()
     child = f"{sys.executable} {STANDIN} ray 7 4"  # exits 7 iff it sees 2 nodes × 2 GPUs
     start = time.monotonic()
@@ -154,7 +140,7 @@ def test_head_and_worker_run_trainer_and_propagate_its_status(cluster_dir):
 @pytest.mark.timeout(180)
 def test_head_names_the_missing_worker_pod_after_the_timeout(cluster_dir):
     tmp, procs = cluster_dir
-    config = _config(tmp, nodes=2)
+    config = standin_config(tmp, nodes=2)
     port = _free_port()
     start = time.monotonic()
     head = _pod(config, tmp, rank=0, port=port, child=f"{sys.executable} {STANDIN} exit 0",
@@ -188,7 +174,7 @@ def _pids_matching(*needles: str) -> list[int]:
 @pytest.mark.timeout(150)
 def test_worker_exits_nonzero_when_the_head_pod_dies_without_a_status(cluster_dir):
     tmp, procs = cluster_dir
-    config = _config(tmp, nodes=2)
+    config = standin_config(tmp, nodes=2)
     port = _free_port()
     head = _pod(config, tmp, rank=0, port=port, child=f"{sys.executable} {STANDIN} trap")
     worker = _pod(config, tmp, rank=1, port=port, child="false", extra={"LAUNCHER_HEAD_LOST_S": "5"})

@@ -14,26 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
+from entrypoint_support import standin_config
 from launcher.entrypoint.runner import Child, exit_status, run_child
 
 REPO = Path(__file__).resolve().parents[1]
 STANDIN = REPO / "tests" / "fixtures" / "entrypoint" / "trainer_standin.py"
-
-
-def _config(tmp: Path) -> Path:
-    data = tmp / "data"
-    data.mkdir()
-    for name in ("train.parquet", "test.parquet"):
-        (data / name).write_bytes(b"stand-in")
-    raw = yaml.safe_load((REPO / "configs" / "grpo-exp3.yaml").read_text())
-    raw["data"]["dir"] = str(data)
-    raw["trainer"]["checkpoint_dir"] = str(tmp / "ckpt")
-    raw["model"]["cache_dir"] = str(tmp / "hf")
-    path = tmp / "spec.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return path
 
 
 def _entrypoint(tmp: Path, child: str, extra_args: tuple[str, ...] = (), **extra_env: str) -> subprocess.Popen:
@@ -41,7 +27,7 @@ def _entrypoint(tmp: Path, child: str, extra_args: tuple[str, ...] = (), **extra
            "LAUNCHER_ATTEMPT": "t1", **extra_env}
     env.pop("RAY_ADDRESS", None)
     return subprocess.Popen(
-        [sys.executable, "-m", "launcher.entrypoint", "--config", str(_config(tmp)), *extra_args],
+        [sys.executable, "-m", "launcher.entrypoint", "--config", str(standin_config(tmp)), *extra_args],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
     )
 

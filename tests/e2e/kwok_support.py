@@ -197,6 +197,17 @@ def _apply_custom(api_client, plural: str, body: dict, namespace: str | None) ->
             co.replace_cluster_custom_object(KWOK_GROUP, KWOK_VERSION, plural, name, body)
 
 
+def _log_entry(path: Path, text_or_path: str | os.PathLike, previous: str | os.PathLike | None) -> dict:
+    """Write the served file (and the previous container's, if any); the `logs` entry pointing at them."""
+    path.write_text(_as_cri_text(text_or_path))
+    entry: dict = {"logsFile": str(path), "follow": True}
+    if previous is not None:
+        prev = path.with_name("previous.log")
+        prev.write_text(_as_cri_text(previous))
+        entry["previousLogsFile"] = str(prev)
+    return entry
+
+
 def serve_logs(info: ClusterInfo, namespace: str, pod_name: str, text_or_path: str | os.PathLike,
                previous: str | os.PathLike | None = None, containers: list[str] | None = None) -> Path:
     """Make ``GET pods/<pod_name>/log`` return ``text_or_path`` (plain text or a file; CRI files are kept as-is).
@@ -205,12 +216,7 @@ def serve_logs(info: ClusterInfo, namespace: str, pod_name: str, text_or_path: s
     like the pod (the pod need not exist yet). Returns the served file path (see ``append_log``).
     """
     path = served_file(info, namespace, pod_name)
-    path.write_text(_as_cri_text(text_or_path))
-    entry: dict = {"logsFile": str(path), "follow": True}
-    if previous is not None:
-        prev = path.with_name("previous.log")
-        prev.write_text(_as_cri_text(previous))
-        entry["previousLogsFile"] = str(prev)
+    entry = _log_entry(path, text_or_path, previous)
     if containers:
         entry["containers"] = list(containers)
     body = {"apiVersion": f"{KWOK_GROUP}/{KWOK_VERSION}", "kind": "Logs",
@@ -228,12 +234,7 @@ def serve_cluster_logs(info: ClusterInfo, name: str, text_or_path: str | os.Path
     fixture deletes it with the namespace. A namespaced ``Logs`` for the same pod wins over a ClusterLogs.
     """
     path = served_file(info, namespaces[0], f"clusterlogs-{name}")
-    path.write_text(_as_cri_text(text_or_path))
-    entry: dict = {"logsFile": str(path), "follow": True}
-    if previous is not None:
-        prev = path.with_name("previous.log")
-        prev.write_text(_as_cri_text(previous))
-        entry["previousLogsFile"] = str(prev)
+    entry = _log_entry(path, text_or_path, previous)
     selector: dict = {"matchNamespaces": list(namespaces)}
     if pod_names:
         selector["matchNames"] = list(pod_names)
