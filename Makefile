@@ -21,7 +21,7 @@ setup: $(VPY) ## Create .venv and install the launcher with its test extras
 
 .PHONY: test
 test: ## Everything CI runs (.ci/run): installs, generated-file checks, scans, then the whole pytest suite
-	$(MAKE) setup verl-env tools cluster-build
+	$(MAKE) setup verl-env tools cluster-build node-build image-cpu
 	$(MAKE) chart-check manifests-check chart-lint scan
 	$(VPY) -m pytest -q --durations=15
 

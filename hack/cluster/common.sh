@@ -51,5 +51,26 @@ our_procs() {
   ps -eo pid=,args= | awk -v d="$CLUSTER_DIR/" '
     { exe = $2; scr = $3 }
     index(exe, d) == 1 { print; next }
+    index($0, "-address " d "node/containerd.sock") { print; next }   # the real node containerd'"'"'s shims
     exe ~ /(^|\/)python[0-9.]*$/ && index(scr, d) == 1 { print }'
+}
+
+# start_bg NAME CMD...: a background process of the cluster, its log in $LOGS/NAME.log and pid in $PIDS/NAME.pid;
+# detached (own session) so make/pytest exiting does not stop it
+start_bg() {
+  local name=$1; shift
+  setsid nohup "$@" >> "$LOGS/$name.log" 2>&1 < /dev/null 9>&- &   # 9>&-: do not inherit the lock
+  echo $! > "$PIDS/$name.pid"
+}
+
+stop_pid() {  # name: TERM, wait up to 10 s, then KILL
+  local f="$PIDS/$1.pid" p
+  [ -f "$f" ] || return 0
+  p=$(cat "$f")
+  if kill -0 "$p" 2>/dev/null; then
+    kill "$p" 2>/dev/null
+    for _ in $(seq 20); do kill -0 "$p" 2>/dev/null || break; sleep 0.5; done
+    kill -9 "$p" 2>/dev/null || true
+  fi
+  rm -f "$f"
 }

@@ -4,6 +4,8 @@
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/common.sh"
+# shellcheck source=node.sh
+. "$HERE/node.sh"
 mkdir -p "$CLUSTER_DIR"
 exec 9>"$CLUSTER_DIR/.lock.down"; flock -w 300 9 || true
 T0=$(date +%s)
@@ -14,18 +16,8 @@ if api_ready; then
   k delete rayjobs.ray.io,pytorchjobs.kubeflow.org --all -A --wait=true --timeout=60s >/dev/null 2>&1 || true
 fi
 
-stop_pid() {  # name: TERM, wait up to 10 s, then KILL
-  local f="$PIDS/$1.pid" p
-  [ -f "$f" ] || return 0
-  p=$(cat "$f")
-  if kill -0 "$p" 2>/dev/null; then
-    kill "$p" 2>/dev/null
-    for _ in $(seq 20); do kill -0 "$p" 2>/dev/null || break; sleep 0.5; done
-    kill -9 "$p" 2>/dev/null || true
-  fi
-  rm -f "$f"
-}
 for n in kuberay training-operator fake-dashboard; do stop_pid "$n"; done
+node_down
 
 if [ -x "$KWOK_BIN/kwokctl" ] && [ -d "$KWOK_WORKDIR/clusters/$CLUSTER_NAME" ]; then
   PATH="$TOOLS_LINK:$PATH" "$KWOK_BIN/kwokctl" --name "$CLUSTER_NAME" delete cluster --kubeconfig="$KWOKCTL_KUBECONFIG" \

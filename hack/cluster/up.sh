@@ -3,10 +3,14 @@
 #   etcd + kube-apiserver + kube-controller-manager + kube-scheduler + kwok-controller   (kwokctl, binary runtime)
 #   + CRDs (PyTorchJob, RayCluster/RayJob/RayService, KWOK Logs/ClusterLogs) from the operators' Go modules
 #   + fake nodes (2x 8 A100, 1 CPU) + training-operator v1 + KubeRay operator (out of cluster) + fake Ray dashboard
+#   + the real node grpo-node-0 (containerd, kubelet, kube-proxy, CoreDNS: node.sh) when `make node-build` built it
+#     (GRPO_REAL_NODE=1: required, 0: never)
 # Prints the kubeconfig path on stdout (last line).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/common.sh"
+# shellcheck source=node.sh
+. "$HERE/node.sh"
 T0=$(date +%s)
 
 for b in "$K8S_BIN/kube-apiserver" "$ETCD_BIN/etcd" "$KWOK_BIN/kwokctl" "$TO_BIN/training-operator.v1" \
@@ -23,7 +27,7 @@ operators_ok() {
 }
 
 # ---- fast path: our cluster is already up -------------------------------------------------------------------
-if [ -f "$MARKER" ] && api_ready && operators_ok; then
+if [ -f "$MARKER" ] && api_ready && operators_ok && { ! node_wanted || node_ok; }; then
   say "already running ($(( $(date +%s) - T0 ))s)"; echo "$KUBECONFIG_PATH"; exit 0
 fi
 
@@ -63,6 +67,21 @@ componentsPatches:
   extraArgs:
   - key: max-request-bytes
     value: "33554432"
+# logs/exec on the real node: the apiserver authenticates to its kubelet with the cluster's admin certificate
+- name: kube-apiserver
+  extraArgs:
+  - key: kubelet-client-certificate
+    value: $KWOK_WORKDIR/clusters/$CLUSTER_NAME/pki/admin.crt
+  - key: kubelet-client-key
+    value: $KWOK_WORKDIR/clusters/$CLUSTER_NAME/pki/admin.key
+# KWOK fakes only the nodes annotated kwok.x-k8s.io/node=fake (manifests/nodes.yaml): the real node and its
+# pods belong to the kubelet (the later flag wins over kwokctl's --manage-all-nodes=true)
+- name: kwok-controller
+  extraArgs:
+  - key: manage-all-nodes
+    value: "false"
+  - key: manage-nodes-with-annotation-selector
+    value: kwok.x-k8s.io/node=fake
 EOF
     # Any Stage in the config replaces ALL default stages, so KWOK's own node/pod stages are included here.
     for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
@@ -127,11 +146,6 @@ spec:
 EOF
 
 # ---- training-operator v1 (PyTorchJob) --------------------------------------------------------------------------
-start_bg() {  # name, then the command; detached (own session) so make/pytest exiting does not stop it
-  local name=$1; shift
-  setsid nohup "$@" >> "$LOGS/$name.log" 2>&1 < /dev/null 9>&- &   # 9>&-: do not inherit the lock
-  echo $! > "$PIDS/$name.pid"
-}
 if ! pid_alive training-operator; then
   k create namespace kubeflow --dry-run=client -o yaml | k apply -f - >/dev/null
   k -n kubeflow get secret training-operator-webhook-cert >/dev/null 2>&1 || \
@@ -158,7 +172,7 @@ fi
 # ---- fake Ray dashboard + KubeRay operator --------------------------------------------------------------------
 if ! pid_alive fake-dashboard; then
   cp "$HERE/fake_ray_dashboard.py" "$CLUSTER_DIR/bin/fake_ray_dashboard.py"
-  start_bg fake-dashboard python3 "$CLUSTER_DIR/bin/fake_ray_dashboard.py" "$DASHBOARD_PORT" "$FAKE_DASHBOARD_RUN_S"
+  GRPO_REAL_POD_CIDR=$POD_CIDR GRPO_NODE_DNS=$NODE_IP:53 start_bg fake-dashboard python3 "$CLUSTER_DIR/bin/fake_ray_dashboard.py" "$DASHBOARD_PORT" "$FAKE_DASHBOARD_RUN_S"
 fi
 if ! pid_alive kuberay; then
   ln -sfn "$KR_BIN/ray-operator" "$CLUSTER_DIR/bin/ray-operator"
@@ -174,6 +188,9 @@ k wait --for=condition=Ready --timeout=60s node/kwok-a100-0 node/kwok-a100-1 nod
 for _ in $(seq 240); do operators_ok && break; sleep 0.5; done
 operators_ok || { tail -20 "$LOGS/training-operator.log" "$LOGS/kuberay.log" >&2; echo "operators not ready" >&2; exit 1; }
 say "nodes and operators ready ($(( $(date +%s) - T0 ))s)"
+
+# ---- the real node ------------------------------------------------------------------------------------------------
+if node_wanted && ! node_ok; then node_up; fi
 
 # ---- ownership marker: ConfigMap in kube-system + marker file with the same id ---------------------------------
 CID=$(k -n kube-system get configmap "$OWNER_CM" -o jsonpath='{.data.cluster-id}' 2>/dev/null || true)

@@ -20,3 +20,10 @@ TOOLS_LINK="$BIN_ROOT/tools"      # symlink -> tools-<layer version> (kubectl, h
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 export GOMODCACHE="$GRPO_CACHE/gomod" GOCACHE="$GRPO_CACHE/gobuild"
+
+# The real node (kubelet + kube-proxy from K8S_VERSION's module, CoreDNS, the pause image): `make node-build`.
+COREDNS_VERSION=${COREDNS_VERSION:-v1.14.7}    # github.com/coredns/coredns (custom main: hack/cluster/coredns)
+NODE_BIN="$BIN_ROOT/kubernetes-node-$K8S_VERSION-$GO_VERSION_TAG"
+COREDNS_BIN="$BIN_ROOT/coredns-$COREDNS_VERSION-$GO_VERSION_TAG"
+PAUSE_DIR="$BIN_ROOT/pause-$K8S_VERSION"
+PAUSE_IMAGE="localhost/grpo-launcher/pause:$K8S_VERSION"   # a local name: no registry is involved

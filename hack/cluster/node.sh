@@ -1,0 +1,306 @@
+# The real node of the local cluster (sourced by up.sh, down.sh and status.sh after common.sh).
+#
+# One CPU node, `grpo-node-0`, beside the KWOK nodes: a kubelet built from the same k8s.io/kubernetes module as
+# the control plane, Debian's containerd 1.6 + runc, the `bridge` CNI plugin (Debian's containernetworking-
+# plugins), kube-proxy in iptables mode and CoreDNS, all host processes started from $CLUSTER_DIR so that
+# down.sh can find and stop every one of them. Pods get their own network namespace and an IP on the bridge
+# $NODE_BRIDGE ($POD_CIDR); Service IPs (the apiserver's default range 10.0.0.0/24) are routed by kube-proxy;
+# `kube-dns` (ClusterIP $DNS_IP) is a selectorless Service whose EndpointSlice points at CoreDNS on the node IP.
+# The pods are hermetic: no masquerading, no upstream DNS (names outside cluster.local are NXDOMAIN).
+# Label grpo.launcher.io/node-kind=real and taint grpo.launcher.io/real-node=true:NoSchedule keep other pods off.
+
+NODE_NAME=${GRPO_NODE_NAME:-grpo-node-0}
+NODE_DIR="$CLUSTER_DIR/node"
+NODE_BRIDGE=${GRPO_NODE_BRIDGE:-grpo0}
+NODE_IP=${GRPO_NODE_IP:-10.244.0.1}                 # the bridge's address: the node's InternalIP and pod gateway
+POD_CIDR=${GRPO_POD_CIDR:-10.244.0.0/24}
+DNS_IP=${GRPO_DNS_IP:-10.0.0.10}                    # inside the apiserver's default service range 10.0.0.0/24
+NODE_LABEL_KEY=grpo.launcher.io/node-kind; NODE_LABEL_VALUE=real
+NODE_TAINT=grpo.launcher.io/real-node=true:NoSchedule
+KUBELET_PORT=${GRPO_KUBELET_PORT:-16250}; KUBELET_HEALTHZ_PORT=${GRPO_KUBELET_HEALTHZ_PORT:-16248}
+KPROXY_HEALTHZ_PORT=${GRPO_KPROXY_HEALTHZ_PORT:-16256}; KPROXY_METRICS_PORT=${GRPO_KPROXY_METRICS_PORT:-16249}
+COREDNS_HEALTH_PORT=${GRPO_COREDNS_HEALTH_PORT:-16280}; COREDNS_READY_PORT=${GRPO_COREDNS_READY_PORT:-16281}
+CONTAINERD_SOCK="$NODE_DIR/containerd.sock"
+# Container-log rotation, small on purpose: the follow tests prove no metric line is lost across rotations.
+CONTAINER_LOG_MAX_SIZE=${GRPO_CONTAINER_LOG_MAX_SIZE:-16Ki}
+CONTAINER_LOG_MAX_FILES=${GRPO_CONTAINER_LOG_MAX_FILES:-3}
+CPU_IMAGE_ARCHIVE=${GRPO_CPU_IMAGE_ARCHIVE:-$GRPO_CACHE/images/verl-grpo-cpu.oci.tar}
+NODE_PKI="$KWOK_WORKDIR/clusters/$CLUSTER_NAME/pki"
+ctr_() { ctr --address "$CONTAINERD_SOCK" -n k8s.io "$@"; }
+
+node_built() { [ -x "$NODE_BIN/kubelet" ] && [ -x "$NODE_BIN/kube-proxy" ] && [ -x "$COREDNS_BIN/coredns" ] &&
+               [ -f "$PAUSE_DIR/pause.oci.tar" ] && command -v containerd >/dev/null && command -v runc >/dev/null; }
+
+# GRPO_REAL_NODE: auto (default: start it when `make node-build` has built it), 1 (required), 0 (never).
+node_wanted() {
+  case ${GRPO_REAL_NODE:-auto} in
+    0|false|no) return 1 ;;
+    1|true|yes) node_built || { echo "GRPO_REAL_NODE=1 but the real node is not built: run 'make node-build'" \
+                  "(and apt-get install containerd runc containernetworking-plugins iptables)" >&2; exit 1; } ;;
+    *) node_built || return 1 ;;
+  esac
+}
+
+node_ok() {
+  pid_alive containerd && pid_alive kubelet && pid_alive kube-proxy && pid_alive coredns &&
+    http_ok "http://127.0.0.1:$KUBELET_HEALTHZ_PORT/healthz" && http_ok "http://127.0.0.1:$KPROXY_HEALTHZ_PORT/healthz" &&
+    http_ok "http://127.0.0.1:$COREDNS_READY_PORT/ready" &&
+    [ "$(k get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
+}
+
+_node_link() {  # run Debian's binaries through links under $CLUSTER_DIR: down.sh finds our processes by path
+  ln -sfn "$1" "$CLUSTER_DIR/bin/$(basename "$1")"; echo "$CLUSTER_DIR/bin/$(basename "$1")"
+}
+
+_node_network() {
+  modprobe br_netfilter 2>/dev/null || true
+  if ! ip link show "$NODE_BRIDGE" >/dev/null 2>&1; then
+    ip link add "$NODE_BRIDGE" type bridge
+  fi
+  ip addr show dev "$NODE_BRIDGE" | grep -q "inet $NODE_IP/" || ip addr add "$NODE_IP/${POD_CIDR#*/}" dev "$NODE_BRIDGE"
+  ip link set "$NODE_BRIDGE" up
+  # Bridged pod-to-pod traffic must traverse iptables, or Service DNAT between two pods on the bridge breaks.
+  sysctl -qw net.bridge.bridge-nf-call-iptables=1 net.ipv4.ip_forward=1
+  # Pods must not reach the kubelet's API on the node IP (only the apiserver on the host talks to it).
+  iptables -C INPUT -i "$NODE_BRIDGE" -p tcp --dport "$KUBELET_PORT" -j DROP 2>/dev/null ||
+    iptables -I INPUT -i "$NODE_BRIDGE" -p tcp --dport "$KUBELET_PORT" -j DROP
+  mkdir -p "$NODE_DIR/cni/net.d" "$NODE_DIR/cni/ipam"
+  cat > "$NODE_DIR/cni/net.d/10-grpo.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "grpo-pods",
+  "plugins": [
+    {"type": "bridge", "bridge": "$NODE_BRIDGE", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+     "ipam": {"type": "host-local", "dataDir": "$NODE_DIR/cni/ipam",
+              "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$NODE_IP"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+EOF
+}
+
+_node_containerd() {
+  local c="$NODE_DIR/containerd"
+  mkdir -p "$c/root" "$c/state" "$c/opt" "$NODE_DIR/runc"
+  cat > "$c/config.toml" <<EOF
+# containerd 1.6 for the local cluster's real node (hack/cluster/node.sh); private root, state and socket.
+version = 2
+root = "$c/root"
+state = "$c/state"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+[grpc]
+  address = "$CONTAINERD_SOCK"
+[ttrpc]
+  address = "$CONTAINERD_SOCK.ttrpc"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$c/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMAGE"
+  # root here lacks CAP_SYS_RESOURCE: without this runc cannot lower oom_score_adj and every sandbox fails
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  max_container_log_line_size = 16384
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = "/usr/bin/runc"
+        Root = "$NODE_DIR/runc"
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$NODE_DIR/cni/net.d"
+    max_conf_num = 1
+EOF
+  if ! pid_alive containerd; then
+    start_bg containerd "$(_node_link "$(command -v containerd)")" --config "$c/config.toml"
+  fi
+  for _ in $(seq 120); do ctr_ version >/dev/null 2>&1 && break; pid_alive containerd || break; sleep 0.25; done
+  ctr_ version >/dev/null 2>&1 || { tail -20 "$LOGS/containerd.log" >&2; echo "containerd did not start" >&2; exit 1; }
+  # Every image a pod uses is imported (no registry): the pause image, then the launcher's CPU image.
+  ctr_ images ls -q | grep -qxF "$PAUSE_IMAGE" || ctr_ images import "$PAUSE_DIR/pause.oci.tar" >/dev/null
+  if [ -f "$CPU_IMAGE_ARCHIVE" ] && [ -x "$HERE/../image/import.sh" ]; then
+    "$HERE/../image/import.sh" "$CONTAINERD_SOCK" >&2
+  else
+    say "no CPU image archive at $CPU_IMAGE_ARCHIVE (make image-cpu): the real node can run no launcher pod yet"
+  fi
+}
+
+_node_kubelet() {
+  mkdir -p "$NODE_DIR/kubelet" "$NODE_DIR/pod-logs" "$NODE_DIR/pki"
+  : > "$NODE_DIR/resolv.conf"    # no upstream: pods resolve cluster names only
+  cat > "$NODE_DIR/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# cgroup v1 on these machines: kubelet 1.35 refuses it unless told (and containerd 1.6 cannot report a driver)
+failCgroupV1: false
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
+address: $NODE_IP
+port: $KUBELET_PORT
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: $KUBELET_HEALTHZ_PORT
+# the apiserver calls the kubelet with the cluster's admin client certificate (up.sh's apiserver patch)
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $NODE_PKI/ca.crt}
+authorization: {mode: Webhook}
+clusterDomain: cluster.local
+clusterDNS: [$DNS_IP]
+resolvConf: $NODE_DIR/resolv.conf
+podLogsDir: $NODE_DIR/pod-logs
+containerLogMaxSize: $CONTAINER_LOG_MAX_SIZE
+containerLogMaxFiles: $CONTAINER_LOG_MAX_FILES
+containerLogMonitorInterval: 3s
+failSwapOn: false
+maxPods: 40
+podPidsLimit: 4096
+serializeImagePulls: false
+# imported images cannot be pulled again: never garbage-collect them; evict only when really short
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: 200Mi, nodefs.available: 2%, imagefs.available: 2%, nodefs.inodesFree: 2%}
+nodeStatusUpdateFrequency: 5s
+syncFrequency: 10s
+EOF
+  if ! pid_alive kubelet; then
+    ln -sfn "$NODE_BIN/kubelet" "$CLUSTER_DIR/bin/kubelet"
+    start_bg kubelet "$CLUSTER_DIR/bin/kubelet" --config="$NODE_DIR/kubelet.yaml" --kubeconfig="$KUBECONFIG_PATH" \
+      --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" --root-dir="$NODE_DIR/kubelet" --cert-dir="$NODE_DIR/pki" \
+      --node-labels="$NODE_LABEL_KEY=$NODE_LABEL_VALUE" --register-with-taints="$NODE_TAINT" --v=1
+  fi
+}
+
+_node_proxy_dns() {
+  cat > "$NODE_DIR/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+clientConnection: {kubeconfig: $KUBECONFIG_PATH}
+hostnameOverride: $NODE_NAME
+clusterCIDR: $POD_CIDR
+healthzBindAddress: 127.0.0.1:$KPROXY_HEALTHZ_PORT
+metricsBindAddress: 127.0.0.1:$KPROXY_METRICS_PORT
+nodePortAddresses: ["$NODE_IP/32"]
+# leave the host's conntrack sysctls alone
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+EOF
+  if ! pid_alive kube-proxy; then
+    ln -sfn "$NODE_BIN/kube-proxy" "$CLUSTER_DIR/bin/kube-proxy"
+    start_bg kube-proxy "$CLUSTER_DIR/bin/kube-proxy" --config="$NODE_DIR/kube-proxy.yaml"
+  fi
+  cat > "$NODE_DIR/Corefile" <<EOF
+cluster.local:53 in-addr.arpa:53 ip6.arpa:53 {
+    bind $NODE_IP
+    errors
+    health 127.0.0.1:$COREDNS_HEALTH_PORT
+    ready 127.0.0.1:$COREDNS_READY_PORT
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig $KUBECONFIG_PATH
+        pods insecure
+        ttl 5
+    }
+    cache 5
+    loadbalance
+}
+.:53 {
+    bind $NODE_IP
+    errors
+    template ANY ANY {
+        rcode NXDOMAIN
+    }
+}
+EOF
+  if ! pid_alive coredns; then
+    ln -sfn "$COREDNS_BIN/coredns" "$CLUSTER_DIR/bin/coredns"
+    start_bg coredns "$CLUSTER_DIR/bin/coredns" -conf "$NODE_DIR/Corefile"
+  fi
+  k apply --server-side --field-manager=grpo-cluster -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Service
+metadata:
+  name: kube-dns
+  namespace: kube-system
+  labels: {k8s-app: kube-dns, kubernetes.io/name: CoreDNS, app.kubernetes.io/managed-by: grpo-launcher-hack-cluster}
+spec:
+  clusterIP: $DNS_IP
+  ports:
+  - {name: dns, port: 53, protocol: UDP, targetPort: 53}
+  - {name: dns-tcp, port: 53, protocol: TCP, targetPort: 53}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: kube-dns-node
+  namespace: kube-system
+  labels: {kubernetes.io/service-name: kube-dns, endpointslice.kubernetes.io/managed-by: grpo-launcher-hack-cluster}
+addressType: IPv4
+endpoints:
+- addresses: ["$NODE_IP"]
+  conditions: {ready: true}
+  nodeName: $NODE_NAME
+ports:
+- {name: dns, port: 53, protocol: UDP}
+- {name: dns-tcp, port: 53, protocol: TCP}
+EOF
+}
+
+node_up() {
+  local t0; t0=$(date +%s)
+  say "real node $NODE_NAME: starting (containerd, CNI bridge $NODE_BRIDGE $POD_CIDR, kubelet, kube-proxy, CoreDNS)"
+  _node_network
+  _node_containerd
+  _node_kubelet
+  _node_proxy_dns
+  for _ in $(seq 240); do node_ok && break; sleep 0.5; done
+  node_ok || { tail -30 "$LOGS/kubelet.log" "$LOGS/kube-proxy.log" "$LOGS/coredns.log" >&2
+               echo "real node $NODE_NAME not ready" >&2; exit 1; }
+  say "real node $NODE_NAME ready ($(( $(date +%s) - t0 ))s)"
+}
+
+# Stop everything the node started, in the order that leaves nothing behind: the kubelet (no restarts), every
+# container and sandbox (their shims exit), containerd, stray shims of our socket, kube-proxy's rules, CoreDNS,
+# then mounts (netns, overlay snapshots, emptyDir tmpfs), the bridge and the pods' cgroups.
+node_down() {
+  stop_pid kubelet
+  if [ -S "$CONTAINERD_SOCK" ] && pid_alive containerd; then
+    local t
+    for t in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks kill -s SIGKILL "$t" >/dev/null 2>&1 || true; done
+    sleep 1
+    for t in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks delete -f "$t" >/dev/null 2>&1 || true; done
+    for t in $(ctr_ containers ls -q 2>/dev/null); do ctr_ containers delete "$t" >/dev/null 2>&1 || true; done
+  fi
+  stop_pid containerd
+  local p
+  for p in $(pgrep -f "containerd-shim.* -address $CONTAINERD_SOCK" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
+  stop_pid kube-proxy
+  stop_pid coredns
+  [ -x "$NODE_BIN/kube-proxy" ] && "$NODE_BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
+  iptables -D INPUT -i "$NODE_BRIDGE" -p tcp --dport "$KUBELET_PORT" -j DROP 2>/dev/null || true
+  # mounts under the node dir, deepest first
+  awk -v d="$NODE_DIR/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r | while read -r m; do
+    umount -l "$m" 2>/dev/null || true
+  done
+  ip link show "$NODE_BRIDGE" >/dev/null 2>&1 && ip link delete "$NODE_BRIDGE" 2>/dev/null
+  # pod veths go with their netns; the kubelet's cgroups (kubepods) are removed when empty
+  local cg
+  for cg in /sys/fs/cgroup/*/kubepods; do
+    [ -d "$cg" ] && find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null
+  done
+  # pod state goes; containerd's root (the imported images, like a node's image cache) stays for the next up
+  rm -rf --one-file-system "$NODE_DIR/cni/ipam" "$NODE_DIR/kubelet" "$NODE_DIR/pod-logs" "$NODE_DIR/pki" \
+    "$NODE_DIR/containerd/state" "$NODE_DIR/runc" "$CONTAINERD_SOCK" "$CONTAINERD_SOCK.ttrpc"
+}
+
+node_status() {
+  local n
+  for n in containerd kubelet kube-proxy coredns; do
+    if pid_alive "$n"; then echo "$(printf '%-18s' "$n:") running pid $(cat "$PIDS/$n.pid") (log $LOGS/$n.log)"
+    else echo "$(printf '%-18s' "$n:") NOT running"; fi
+  done
+}

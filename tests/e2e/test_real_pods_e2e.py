@@ -1,0 +1,221 @@
+"""End-to-end on the real node: the launcher's CPU image, the real entrypoint and a real kubelet.
+
+Nothing here is simulated: containerd runs the image built by `make image-cpu`, the init container prepares the
+dataset on the volume, Ray starts as it does for the GPU job, torch.distributed (gloo) all-reduces across pods
+through the operator's MASTER_ADDR, and the kubelet rotates the container logs. configs/smoke-cpu.yaml is the
+experiment (workload: smoke).
+"""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import kwok_support as ks
+import realnode as rn
+from launcher_helpers import launcher, rows, run_launcher
+
+pytestmark = [pytest.mark.cluster, pytest.mark.realnode]
+
+
+@pytest.fixture(scope="module")
+def real_node(kube_cluster):
+    rn.ensure_real_node(kube_cluster)  # raises (the test fails) when the node cannot run the image
+    return kube_cluster
+
+
+def smoke_job(ns: str, *sets: str) -> str:
+    from launcher.config import load_spec
+
+    return load_spec(rn.SMOKE, [f"scheduling.namespace={ns}", *sets]).job_name
+
+
+def sets_args(sets) -> list[str]:
+    return [a for s in sets for a in ("--set", s)]
+
+
+def saved_logs(run: Path) -> dict[str, str]:
+    return {p.stem: p.read_text(errors="replace") for p in sorted((run / "logs").glob("*.log"))}
+
+
+def smoke_checks(text: str) -> dict[str, tuple[str, str]]:
+    """`[smoke] check NAME ok|FAIL DETAIL` lines of one pod's log -> {NAME: (verdict, detail)} (last wins)."""
+    out = {}
+    for m in re.finditer(r"\[smoke\] check (\S+) (ok|FAIL) ?(.*)", text):
+        out[m.group(1)] = (m.group(2), m.group(3))
+    return out
+
+
+@pytest.mark.parametrize("backend,nodes", [("pytorchjob", 1), ("pytorchjob", 2), ("rayjob", 1), ("rayjob", 2)])
+def test_smoke_job_runs_to_completion_in_real_pods(real_node, namespace, tmp_path, backend, nodes):
+    info, ns, runs = real_node, namespace, tmp_path / "runs"
+    sets = [f"backend={backend}", f"resources.nodes={nodes}"]
+    job = smoke_job(ns, *sets)
+    t0 = time.monotonic()
+    rc, out, err = run_launcher(["submit", rn.SMOKE, "-n", ns, "--follow", *sets_args(sets)], info, runs, timeout=600)
+    elapsed = time.monotonic() - t0
+    run = runs / job
+    logs = saved_logs(run)
+    assert rc == 0, f"{err[-3000:]}\nlogs: {json.dumps({k: v[-1500:] for k, v in logs.items()})}"
+    print(f"\n{backend} x{nodes}: submit to Succeeded in {elapsed:.1f}s")
+
+    from launcher.config import load_spec
+    spec = load_spec(rn.SMOKE, [f"scheduling.namespace={ns}", *sets])
+    # the driver's log: PyTorchJob master / RayJob submitter (ray job logs) carries the result line
+    texts = "\n".join(logs.values())
+    assert "[smoke] result ok" in texts, texts[-3000:]
+    driver = next(t for t in logs.values() if "[smoke] result ok" in t)
+    checks = smoke_checks(driver)
+    for name in ("user", "rootfs", "writable", "shm", "data", "verl-config", "ray", "allreduce"):
+        assert checks.get(name, ("missing",))[0] == "ok", (name, checks.get(name))
+    # Ray saw every pod; gloo all-reduce spanned every pod
+    assert re.search(rf"\b{nodes}\b", checks["allreduce"][1]), checks["allreduce"]
+    # metrics from the real log: one row per smoke step
+    r = rows(run)
+    assert [x["step"] for x in r] == list(range(1, spec.smoke.steps + 1)), r
+    assert all("smoke/allreduce_ms" in x for x in r)
+    # every pod of the run ran on the real node
+    placed = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in rn.pods(info, ns)}
+    assert placed and set(placed.values()) == {rn.NODE}, placed
+    rc, out, err = run_launcher(["report", str(run)], info, runs)
+    assert rc == 0 and (run / "report.md").is_file(), err
+
+
+def test_pod_security_seen_from_inside_and_delete_sends_sigterm(real_node, namespace, tmp_path):
+    """exec into the running trainer: uid/gid, read-only root, writable paths, no token; then `launcher delete`
+    delivers SIGTERM to the trainer process and the container exits 143."""
+    info, ns, runs = real_node, namespace, tmp_path / "runs"
+    sets = ["smoke.steps=200", "smoke.step_seconds=1"]
+    job = smoke_job(ns, *sets)
+    rc, out, err = run_launcher(["submit", rn.SMOKE, "-n", ns, *sets_args(sets)], info, runs, timeout=120)
+    assert rc == 0, err
+    follower = launcher(["logs", job, "-n", ns, "--follow"], info, runs)
+    try:
+        pod = rn.wait_pod(info, ns, rn.running(), 300, "trainer running")
+        name = pod["metadata"]["name"]
+        # wait until the workload is in its step loop (so the trainer process is the smoke driver)
+        ks.wait_for(lambda: "step:2 " in (info.kubectl("-n", ns, "logs", name, "-c", "trainer").stdout),
+                    timeout=240, what="step 2 in the trainer log")
+
+        def ex(cmd: str) -> subprocess.CompletedProcess:
+            return info.kubectl("-n", ns, "exec", name, "-c", "trainer", "--", "sh", "-c", cmd, check=False)
+
+        assert ex("id -u; id -g").stdout.split() == ["1000", "1000"]
+        ro = ex("touch /probe-root 2>&1; echo rc=$?")
+        assert "Read-only file system" in ro.stdout and "rc=1" in ro.stdout, ro.stdout
+        for path in ("/tmp", "$HOME", "/dev/shm", "/workspace"):
+            w = ex(f"touch {path}/.probe && rm {path}/.probe && echo writable")
+            assert w.stdout.strip() == "writable", (path, w.stdout, w.stderr)
+        assert ex("test -e /var/run/secrets/kubernetes.io/serviceaccount/token; echo $?").stdout.strip() == "1"
+        assert ex("grep -E '^Cap(Eff|Prm):' /proc/self/status").stdout.split()[1::2] == ["0000000000000000"] * 2
+
+        # watch the pod while the job is deleted: its final status must show exit 143 (SIGTERM, not SIGKILL)
+        seen: list[dict] = []
+        stop = threading.Event()
+
+        def watch():
+            while not stop.is_set():
+                p = info.kubectl("-n", ns, "get", "pod", name, "-o", "json", check=False)
+                if p.returncode == 0:
+                    for st in json.loads(p.stdout)["status"].get("containerStatuses") or []:
+                        if st["name"] == "trainer" and "terminated" in (st.get("state") or {}):
+                            seen.append(st["state"]["terminated"])
+                            return
+                time.sleep(0.2)
+
+        t = threading.Thread(target=watch, daemon=True)
+        t.start()
+        rc, out, err = run_launcher(["delete", job, "-n", ns], info, runs, timeout=180)
+        assert rc == 0, err
+        t.join(timeout=150)
+        stop.set()
+        assert seen, "the trainer container's terminated state was never observed"
+        assert seen[0]["exitCode"] == 143, seen[0]
+    finally:
+        follower.terminate()
+        follower.communicate(timeout=30)
+    log = (runs / job / "logs" / f"{job}-master-0.log").read_text()
+    assert re.search(r"SIGTERM", log), log[-2000:]
+
+
+def test_killed_container_restarts_and_logs_follow_shows_each_attempt_once(real_node, namespace, tmp_path):
+    info, ns, runs = real_node, namespace, tmp_path / "runs"
+    steps = 8
+    sets = [f"smoke.steps={steps}", "smoke.step_seconds=1.5", "run_policy.backoff_limit=2"]
+    job = smoke_job(ns, *sets)
+    rc, out, err = run_launcher(["submit", rn.SMOKE, "-n", ns, *sets_args(sets)], info, runs, timeout=120)
+    assert rc == 0, err
+    follower = launcher(["logs", job, "-n", ns, "--follow"], info, runs)
+    try:
+        pod = rn.wait_pod(info, ns, rn.running(), 300, "trainer running")
+        name = pod["metadata"]["name"]
+        ks.wait_for(lambda: "step:3 " in info.kubectl("-n", ns, "logs", name, "-c", "trainer").stdout,
+                    timeout=240, what="step 3")
+        rn.kill_container(rn.pods(info, ns, f"training.kubeflow.org/replica-type=master")[0])
+        rn.wait_pod(info, ns, lambda p: any(st["name"] == "trainer" and st.get("restartCount", 0) >= 1
+                                            for st in p["status"].get("containerStatuses") or []),
+                    120, "trainer restarted in place")
+        out, err = follower.communicate(timeout=400)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+    assert follower.returncode == 0, err[-3000:]
+    raw = (runs / job / "logs" / f"{name}.log").read_text().split("\n")
+    starts = [i for i, ln in enumerate(raw) if "[entrypoint] role=" in ln]
+    assert len(starts) == 2, starts  # two attempts, each started once
+    first, second = raw[starts[0]:starts[1]], raw[starts[1]:]
+    step_lines = lambda part: [ln for ln in part if re.match(r"^step:\d+ ", ln)]  # noqa: E731
+    s1, s2 = step_lines(first), step_lines(second)
+    assert len(s1) >= 3 and len(s1) == len(set(s1)), s1          # the killed attempt's lines, once each
+    assert [int(ln.split()[0][5:]) for ln in s2] == list(range(1, steps + 1))  # then the whole new attempt
+    assert rows(runs / job)[-1]["step"] == steps
+
+
+def test_log_rotation_loses_no_metric_line(real_node, namespace, tmp_path):
+    """The kubelet rotates container logs at 16 KiB here; a run that logs far past several rotations loses none
+    of its metric lines in metrics.jsonl."""
+    info, ns, runs = real_node, namespace, tmp_path / "runs"
+    steps = 24
+    sets = [f"smoke.steps={steps}", "smoke.step_seconds=0.5", "smoke.log_lines_per_step=120"]
+    job = smoke_job(ns, *sets)
+    rc, out, err = run_launcher(["submit", rn.SMOKE, "-n", ns, "--follow", *sets_args(sets)], info, runs, timeout=600)
+    assert rc == 0, err[-3000:]
+    assert [r["step"] for r in rows(runs / job)] == list(range(1, steps + 1))
+    saved = (runs / job / "logs" / f"{job}-master-0.log").stat().st_size
+    assert saved > 8 * 16 * 1024, saved  # the run logged well past several rotations...
+    # ...and the kubelet did rotate: what it still serves no longer starts at the beginning
+    served = info.kubectl("-n", ns, "logs", f"{job}-master-0", "-c", "trainer").stdout
+    assert "[entrypoint] role=" not in served and len(served.encode()) < saved / 2, len(served)
+
+
+def test_oom_killed_container_is_reported_with_its_memory_limit(real_node, namespace, tmp_path):
+    info, ns, runs = real_node, namespace, tmp_path / "runs"
+    sets = ["resources.memory=1Gi", "smoke.memory_mb=2048", "run_policy.backoff_limit=3"]
+    job = smoke_job(ns, *sets)
+    rc, out, err = run_launcher(["submit", rn.SMOKE, "-n", ns, *sets_args(sets)], info, runs, timeout=120)
+    assert rc == 0, err
+    deadline = time.monotonic() + 300
+    out = ""
+    while time.monotonic() < deadline:
+        rc, out, err = run_launcher(["status", job, "-n", ns], info, runs, timeout=60)
+        if "OOMKilled" in out:
+            break
+        time.sleep(3)
+    assert "OOMKilled" in out and "1Gi" in out, out
+
+
+def test_rayjob_that_fails_for_real_is_reported_failed_with_reason(real_node, namespace, tmp_path):
+    info, ns, runs = real_node, namespace, tmp_path / "runs"
+    sets = ["backend=rayjob", "smoke.min_shm=64Gi"]  # /dev/shm is 256Mi: the shm check fails inside the pod
+    job = smoke_job(ns, *sets)
+    rc, out, err = run_launcher(["submit", rn.SMOKE, "-n", ns, "--follow", *sets_args(sets)], info, runs, timeout=600)
+    assert rc == 1, err[-3000:]
+    texts = "\n".join(saved_logs(runs / job).values())
+    assert "[smoke] check shm FAIL" in texts and "[smoke] result FAIL" in texts
+    rc, out, err = run_launcher(["status", job, "-n", ns], info, runs, timeout=60)
+    assert "Failed" in out and re.search(r"FAILED|failed", out), out
