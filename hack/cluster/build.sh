@@ -68,6 +68,19 @@ build_kubernetes() {
   touch "$d/.complete"; log "kubernetes: $("$d/kube-apiserver" --version)"
 }
 
+build_toolbox() {
+  # A busybox image for the network tests of the real node (DNS, Services): Debian's static busybox.
+  local d=$TOOLBOX_DIR w
+  if have "$d" toolbox.oci.tar; then log "toolbox image: cached"; return; fi
+  log "toolbox image: Debian busybox-static"
+  w="$WORK/toolbox"; rm -rf "$w"; mkdir -p "$w" "$d"; cd "$w"
+  apt-get download busybox-static >/dev/null 2>&1 || { apt-get update -q >/dev/null; apt-get download busybox-static >/dev/null; }
+  dpkg-deb -x busybox-static_*.deb x
+  python3 "$HERE/oci_pack.py" --binary x/bin/busybox --path /bin/busybox --entrypoint /bin/busybox --user 65534:65534 \
+    --ref "$TOOLBOX_IMAGE" -o "$d/toolbox.oci.tar"
+  touch "$d/.complete"
+}
+
 # ---- the real node (kubelet, kube-proxy, CoreDNS, pause image): only `make node-build` / `make test` ----------
 
 build_kubelet() {
@@ -190,7 +203,7 @@ PY
 }
 
 all="kubernetes etcd kwok training-operator kuberay tools"
-node="kubelet coredns pause"
+node="kubelet coredns pause toolbox"
 comps=${*:-$all}
 comps=${comps//node/$node}
 start=$(date +%s)
@@ -205,6 +218,7 @@ for c in $comps; do
     kubelet|kube-proxy) build_kubelet ;;
     coredns) build_coredns ;;
     pause) build_pause ;;
+    toolbox) build_toolbox ;;
     *) echo "unknown component: $c (known: $all $node; node = $node)" >&2; exit 2 ;;
   esac
   cd "$HERE"

@@ -51,7 +51,7 @@ our_procs() {
   ps -eo pid=,args= | awk -v d="$CLUSTER_DIR/" '
     { exe = $2; scr = $3 }
     index(exe, d) == 1 { print; next }
-    index($0, "-address " d "node/containerd.sock") { print; next }   # the real node containerd'"'"'s shims
+    index($0, "-address " d "nodes/") { print; next }   # the shims of the real nodes containerd
     exe ~ /(^|\/)python[0-9.]*$/ && index(scr, d) == 1 { print }'
 }
 

@@ -1,35 +1,48 @@
-# The real node of the local cluster (sourced by up.sh, down.sh and status.sh after common.sh).
+# The real nodes of the local cluster (sourced by up.sh, down.sh and status.sh after common.sh).
 #
-# One CPU node, `grpo-node-0`, beside the KWOK nodes: a kubelet built from the same k8s.io/kubernetes module as
-# the control plane, Debian's containerd 1.6 + runc, the `bridge` CNI plugin (Debian's containernetworking-
-# plugins), kube-proxy in iptables mode and CoreDNS, all host processes started from $CLUSTER_DIR so that
-# down.sh can find and stop every one of them. Pods get their own network namespace and an IP on the bridge
-# $NODE_BRIDGE ($POD_CIDR); Service IPs (the apiserver's default range 10.0.0.0/24) are routed by kube-proxy;
+# GRPO_REAL_NODES (default 2) CPU nodes `grpo-node-<i>` beside the KWOK nodes, so that a 2-node job (whose GPU
+# pods repel each other) runs on two nodes as on a real cluster. Each node is a kubelet built from the same k8s.io/kubernetes module as
+# the control plane with its own containerd 1.6 + runc (Debian), its own `bridge` CNI network (Debian's
+# containernetworking-plugins) on bridge grpo<i> with pod CIDR 10.244.<i>.0/24 and node IP 10.244.<i>.1, and its
+# own cgroup root; one kube-proxy (iptables mode: every pod's traffic crosses this host's netfilter) and one
+# CoreDNS serve them all. All are host processes started from $CLUSTER_DIR so that down.sh can find and stop
+# every one of them. Pods on different nodes reach each other through the host's routing between the bridges;
+# Service IPs (the apiserver's default range 10.0.0.0/24) are routed by kube-proxy;
 # `kube-dns` (ClusterIP $DNS_IP) is a selectorless Service whose EndpointSlice points at CoreDNS on the node IP.
 # The pods are hermetic: no masquerading, no upstream DNS (names outside cluster.local are NXDOMAIN).
 # Label grpo.launcher.io/node-kind=real and taint grpo.launcher.io/real-node=true:NoSchedule keep other pods off.
 
-NODE_NAME=${GRPO_NODE_NAME:-grpo-node-0}
-NODE_DIR="$CLUSTER_DIR/node"
-NODE_BRIDGE=${GRPO_NODE_BRIDGE:-grpo0}
-NODE_IP=${GRPO_NODE_IP:-10.244.0.1}                 # the bridge's address: the node's InternalIP and pod gateway
-POD_CIDR=${GRPO_POD_CIDR:-10.244.0.0/24}
+REAL_NODES=${GRPO_REAL_NODES:-2}
+NODES_DIR="$CLUSTER_DIR/nodes"
 DNS_IP=${GRPO_DNS_IP:-10.0.0.10}                    # inside the apiserver's default service range 10.0.0.0/24
+PODS_CIDR=10.244.0.0/16                             # every node's pod CIDR is a /24 of it
 NODE_LABEL_KEY=grpo.launcher.io/node-kind; NODE_LABEL_VALUE=real
 NODE_TAINT=grpo.launcher.io/real-node=true:NoSchedule
-KUBELET_PORT=${GRPO_KUBELET_PORT:-16250}; KUBELET_HEALTHZ_PORT=${GRPO_KUBELET_HEALTHZ_PORT:-16248}
 KPROXY_HEALTHZ_PORT=${GRPO_KPROXY_HEALTHZ_PORT:-16256}; KPROXY_METRICS_PORT=${GRPO_KPROXY_METRICS_PORT:-16249}
 COREDNS_HEALTH_PORT=${GRPO_COREDNS_HEALTH_PORT:-16280}; COREDNS_READY_PORT=${GRPO_COREDNS_READY_PORT:-16281}
-CONTAINERD_SOCK="$NODE_DIR/containerd.sock"
 # Container-log rotation, small on purpose: the follow tests prove no metric line is lost across rotations.
 CONTAINER_LOG_MAX_SIZE=${GRPO_CONTAINER_LOG_MAX_SIZE:-16Ki}
 CONTAINER_LOG_MAX_FILES=${GRPO_CONTAINER_LOG_MAX_FILES:-3}
+DNS_NODE_IP=10.244.0.1                              # CoreDNS listens on node 0's IP
+
+# node_vars I: the per-node names, addresses, ports and paths of node I
+node_vars() {
+  NODE_I=$1
+  NODE_NAME=grpo-node-$1
+  NODE_DIR="$NODES_DIR/$1"
+  NODE_BRIDGE=grpo$1
+  NODE_IP=10.244.$1.1                               # the bridge's address: the node's InternalIP and pod gateway
+  POD_CIDR=10.244.$1.0/24
+  KUBELET_PORT=$(( 16250 + 10 * $1 )); KUBELET_HEALTHZ_PORT=$(( 16248 + 10 * $1 ))
+  CONTAINERD_SOCK="$NODE_DIR/containerd.sock"
+  CGROUP_ROOT=/grpo-node-$1
+}
 CPU_IMAGE_ARCHIVE=${GRPO_CPU_IMAGE_ARCHIVE:-$GRPO_CACHE/images/verl-grpo-cpu.oci.tar}
 NODE_PKI="$KWOK_WORKDIR/clusters/$CLUSTER_NAME/pki"
-ctr_() { ctr --address "$CONTAINERD_SOCK" -n k8s.io "$@"; }
+ctr_() { ctr --address "$CONTAINERD_SOCK" -n k8s.io "$@"; }   # the current node_vars' containerd
 
 node_built() { [ -x "$NODE_BIN/kubelet" ] && [ -x "$NODE_BIN/kube-proxy" ] && [ -x "$COREDNS_BIN/coredns" ] &&
-               [ -f "$PAUSE_DIR/pause.oci.tar" ] && command -v containerd >/dev/null && command -v runc >/dev/null; }
+               [ -f "$PAUSE_DIR/pause.oci.tar" ] && [ -f "$TOOLBOX_DIR/toolbox.oci.tar" ] && command -v containerd >/dev/null && command -v runc >/dev/null; }
 
 # GRPO_REAL_NODE: auto (default: start it when `make node-build` has built it), 1 (required), 0 (never).
 node_wanted() {
@@ -42,10 +55,15 @@ node_wanted() {
 }
 
 node_ok() {
-  pid_alive containerd && pid_alive kubelet && pid_alive kube-proxy && pid_alive coredns &&
-    http_ok "http://127.0.0.1:$KUBELET_HEALTHZ_PORT/healthz" && http_ok "http://127.0.0.1:$KPROXY_HEALTHZ_PORT/healthz" &&
-    http_ok "http://127.0.0.1:$COREDNS_READY_PORT/ready" &&
-    [ "$(k get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
+  local i
+  pid_alive kube-proxy && pid_alive coredns && http_ok "http://127.0.0.1:$KPROXY_HEALTHZ_PORT/healthz" &&
+    http_ok "http://127.0.0.1:$COREDNS_READY_PORT/ready" || return 1
+  for i in $(seq 0 $(( REAL_NODES - 1 ))); do
+    node_vars "$i"
+    pid_alive "containerd-$i" && pid_alive "kubelet-$i" && http_ok "http://127.0.0.1:$KUBELET_HEALTHZ_PORT/healthz" &&
+      [ "$(k get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ] ||
+      return 1
+  done
 }
 
 _node_link() {  # run Debian's binaries through links under $CLUSTER_DIR: down.sh finds our processes by path
@@ -64,11 +82,20 @@ _node_network() {
   # Pods must not reach the kubelet's API on the node IP (only the apiserver on the host talks to it).
   iptables -C INPUT -i "$NODE_BRIDGE" -p tcp --dport "$KUBELET_PORT" -j DROP 2>/dev/null ||
     iptables -I INPUT -i "$NODE_BRIDGE" -p tcp --dport "$KUBELET_PORT" -j DROP
+  # this node's cgroup root in every v1 hierarchy (a new cpuset cgroup starts with no CPUs: copy the parent's)
+  local c
+  for c in /sys/fs/cgroup/*/; do
+    [ -d "$c$CGROUP_ROOT" ] || mkdir -p "$c$CGROUP_ROOT" 2>/dev/null || true
+  done
+  if [ -f /sys/fs/cgroup/cpuset/cpuset.cpus ]; then
+    cat /sys/fs/cgroup/cpuset/cpuset.cpus > "/sys/fs/cgroup/cpuset$CGROUP_ROOT/cpuset.cpus"
+    cat /sys/fs/cgroup/cpuset/cpuset.mems > "/sys/fs/cgroup/cpuset$CGROUP_ROOT/cpuset.mems"
+  fi
   mkdir -p "$NODE_DIR/cni/net.d" "$NODE_DIR/cni/ipam"
   cat > "$NODE_DIR/cni/net.d/10-grpo.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
-  "name": "grpo-pods",
+  "name": "grpo-pods-$NODE_I",
   "plugins": [
     {"type": "bridge", "bridge": "$NODE_BRIDGE", "isGateway": true, "ipMasq": false, "hairpinMode": true,
      "ipam": {"type": "host-local", "dataDir": "$NODE_DIR/cni/ipam",
@@ -83,7 +110,7 @@ _node_containerd() {
   local c="$NODE_DIR/containerd"
   mkdir -p "$c/root" "$c/state" "$c/opt" "$NODE_DIR/runc"
   cat > "$c/config.toml" <<EOF
-# containerd 1.6 for the local cluster's real node (hack/cluster/node.sh); private root, state and socket.
+# containerd 1.6 for the local cluster's real node $NODE_NAME (hack/cluster/node.sh); private root, state, socket.
 version = 2
 root = "$c/root"
 state = "$c/state"
@@ -115,29 +142,32 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     conf_dir = "$NODE_DIR/cni/net.d"
     max_conf_num = 1
 EOF
-  if ! pid_alive containerd; then
-    start_bg containerd "$(_node_link "$(command -v containerd)")" --config "$c/config.toml"
+  if ! pid_alive "containerd-$NODE_I"; then
+    start_bg "containerd-$NODE_I" "$(_node_link "$(command -v containerd)")" --config "$c/config.toml"
   fi
-  for _ in $(seq 120); do ctr_ version >/dev/null 2>&1 && break; pid_alive containerd || break; sleep 0.25; done
-  ctr_ version >/dev/null 2>&1 || { tail -20 "$LOGS/containerd.log" >&2; echo "containerd did not start" >&2; exit 1; }
+  for _ in $(seq 120); do ctr_ version >/dev/null 2>&1 && break; pid_alive "containerd-$NODE_I" || break; sleep 0.25; done
+  ctr_ version >/dev/null 2>&1 || { tail -20 "$LOGS/containerd-$NODE_I.log" >&2; echo "containerd of $NODE_NAME did not start" >&2; exit 1; }
   # Every image a pod uses is imported (no registry): the pause image, then the launcher's CPU image.
   ctr_ images ls -q | grep -qxF "$PAUSE_IMAGE" || ctr_ images import "$PAUSE_DIR/pause.oci.tar" >/dev/null
+  ctr_ images ls -q | grep -qxF "$TOOLBOX_IMAGE" || ctr_ images import "$TOOLBOX_DIR/toolbox.oci.tar" >/dev/null
   if [ -f "$CPU_IMAGE_ARCHIVE" ] && [ -x "$HERE/../image/import.sh" ]; then
     "$HERE/../image/import.sh" "$CONTAINERD_SOCK" >&2
   else
-    say "no CPU image archive at $CPU_IMAGE_ARCHIVE (make image-cpu): the real node can run no launcher pod yet"
+    say "no CPU image archive at $CPU_IMAGE_ARCHIVE (make image-cpu): $NODE_NAME can run no launcher pod yet"
   fi
 }
 
 _node_kubelet() {
   mkdir -p "$NODE_DIR/kubelet" "$NODE_DIR/pod-logs" "$NODE_DIR/pki"
   : > "$NODE_DIR/resolv.conf"    # no upstream: pods resolve cluster names only
+  # the node object's own lease and status come from this kubelet; its cgroups, logs and state are private
   cat > "$NODE_DIR/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 # cgroup v1 on these machines: kubelet 1.35 refuses it unless told (and containerd 1.6 cannot report a driver)
 failCgroupV1: false
 cgroupDriver: cgroupfs
+cgroupRoot: $CGROUP_ROOT
 containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
 address: $NODE_IP
 port: $KUBELET_PORT
@@ -168,9 +198,9 @@ evictionHard: {memory.available: 200Mi, nodefs.available: 2%, imagefs.available:
 nodeStatusUpdateFrequency: 5s
 syncFrequency: 10s
 EOF
-  if ! pid_alive kubelet; then
+  if ! pid_alive "kubelet-$NODE_I"; then
     ln -sfn "$NODE_BIN/kubelet" "$CLUSTER_DIR/bin/kubelet"
-    start_bg kubelet "$CLUSTER_DIR/bin/kubelet" --config="$NODE_DIR/kubelet.yaml" --kubeconfig="$KUBECONFIG_PATH" \
+    start_bg "kubelet-$NODE_I" "$CLUSTER_DIR/bin/kubelet" --config="$NODE_DIR/kubelet.yaml" --kubeconfig="$KUBECONFIG_PATH" \
       --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" --root-dir="$NODE_DIR/kubelet" --cert-dir="$NODE_DIR/pki" \
       --node-labels="$NODE_LABEL_KEY=$NODE_LABEL_VALUE" --register-with-taints="$NODE_TAINT" --v=1
   fi
@@ -182,11 +212,11 @@ apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
 clientConnection: {kubeconfig: $KUBECONFIG_PATH}
-hostnameOverride: $NODE_NAME
-clusterCIDR: $POD_CIDR
+hostnameOverride: grpo-node-0
+clusterCIDR: $PODS_CIDR
 healthzBindAddress: 127.0.0.1:$KPROXY_HEALTHZ_PORT
 metricsBindAddress: 127.0.0.1:$KPROXY_METRICS_PORT
-nodePortAddresses: ["$NODE_IP/32"]
+nodePortAddresses: ["$PODS_CIDR"]
 # leave the host's conntrack sysctls alone
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 EOF
@@ -196,7 +226,7 @@ EOF
   fi
   cat > "$NODE_DIR/Corefile" <<EOF
 cluster.local:53 in-addr.arpa:53 ip6.arpa:53 {
-    bind $NODE_IP
+    bind $DNS_NODE_IP
     errors
     health 127.0.0.1:$COREDNS_HEALTH_PORT
     ready 127.0.0.1:$COREDNS_READY_PORT
@@ -209,7 +239,7 @@ cluster.local:53 in-addr.arpa:53 ip6.arpa:53 {
     loadbalance
 }
 .:53 {
-    bind $NODE_IP
+    bind $DNS_NODE_IP
     errors
     template ANY ANY {
         rcode NXDOMAIN
@@ -241,9 +271,9 @@ metadata:
   labels: {kubernetes.io/service-name: kube-dns, endpointslice.kubernetes.io/managed-by: grpo-launcher-hack-cluster}
 addressType: IPv4
 endpoints:
-- addresses: ["$NODE_IP"]
+- addresses: ["$DNS_NODE_IP"]
   conditions: {ready: true}
-  nodeName: $NODE_NAME
+  nodeName: grpo-node-0
 ports:
 - {name: dns, port: 53, protocol: UDP}
 - {name: dns-tcp, port: 53, protocol: TCP}
@@ -251,55 +281,79 @@ EOF
 }
 
 node_up() {
-  local t0; t0=$(date +%s)
-  say "real node $NODE_NAME: starting (containerd, CNI bridge $NODE_BRIDGE $POD_CIDR, kubelet, kube-proxy, CoreDNS)"
-  _node_network
-  _node_containerd
-  _node_kubelet
+  local t0 i; t0=$(date +%s)
+  say "real nodes: starting $REAL_NODES (each: containerd, CNI bridge, kubelet), kube-proxy, CoreDNS"
+  for i in $(seq 0 $(( REAL_NODES - 1 ))); do
+    node_vars "$i"; _node_network; _node_containerd; _node_kubelet
+  done
   _node_proxy_dns
   for _ in $(seq 240); do node_ok && break; sleep 0.5; done
-  node_ok || { tail -30 "$LOGS/kubelet.log" "$LOGS/kube-proxy.log" "$LOGS/coredns.log" >&2
-               echo "real node $NODE_NAME not ready" >&2; exit 1; }
-  say "real node $NODE_NAME ready ($(( $(date +%s) - t0 ))s)"
+  node_ok || { tail -30 "$LOGS"/kubelet-*.log "$LOGS/kube-proxy.log" "$LOGS/coredns.log" >&2
+               echo "real nodes not ready" >&2; exit 1; }
+  say "real nodes ready ($(( $(date +%s) - t0 ))s)"
 }
 
 # Stop everything the node started, in the order that leaves nothing behind: the kubelet (no restarts), every
 # container and sandbox (their shims exit), containerd, stray shims of our socket, kube-proxy's rules, CoreDNS,
 # then mounts (netns, overlay snapshots, emptyDir tmpfs), the bridge and the pods' cgroups.
 node_down() {
-  stop_pid kubelet
-  if [ -S "$CONTAINERD_SOCK" ] && pid_alive containerd; then
+  local i d
+  for d in "$NODES_DIR"/*/; do
+    [ -d "$d" ] || continue
+    i=$(basename "$d"); node_vars "$i"; _node_down_one
+  done
+  stop_pid kube-proxy
+  stop_pid coredns
+  [ -x "$NODE_BIN/kube-proxy" ] && "$NODE_BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
+  # the kubelet's own chains (KUBE-FIREWALL, canaries): kube-proxy --cleanup leaves them
+  local ipt t
+  for ipt in iptables ip6tables; do
+    $ipt -D INPUT -j KUBE-FIREWALL 2>/dev/null; $ipt -D OUTPUT -j KUBE-FIREWALL 2>/dev/null
+    $ipt -F KUBE-FIREWALL 2>/dev/null; $ipt -X KUBE-FIREWALL 2>/dev/null
+    for t in filter nat mangle; do $ipt -t $t -F KUBE-KUBELET-CANARY 2>/dev/null; $ipt -t $t -X KUBE-KUBELET-CANARY 2>/dev/null; done
+    $ipt -t mangle -X KUBE-IPTABLES-HINT 2>/dev/null
+  done
+  return 0
+}
+
+_node_down_one() {
+  stop_pid "kubelet-$NODE_I"
+  if [ -S "$CONTAINERD_SOCK" ] && pid_alive "containerd-$NODE_I"; then
     local t
     for t in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks kill -s SIGKILL "$t" >/dev/null 2>&1 || true; done
     sleep 1
     for t in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks delete -f "$t" >/dev/null 2>&1 || true; done
     for t in $(ctr_ containers ls -q 2>/dev/null); do ctr_ containers delete "$t" >/dev/null 2>&1 || true; done
   fi
-  stop_pid containerd
+  stop_pid "containerd-$NODE_I"
   local p
   for p in $(pgrep -f "containerd-shim.* -address $CONTAINERD_SOCK" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
-  stop_pid kube-proxy
-  stop_pid coredns
-  [ -x "$NODE_BIN/kube-proxy" ] && "$NODE_BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
   iptables -D INPUT -i "$NODE_BRIDGE" -p tcp --dport "$KUBELET_PORT" -j DROP 2>/dev/null || true
   # mounts under the node dir, deepest first
   awk -v d="$NODE_DIR/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r | while read -r m; do
     umount -l "$m" 2>/dev/null || true
   done
   ip link show "$NODE_BRIDGE" >/dev/null 2>&1 && ip link delete "$NODE_BRIDGE" 2>/dev/null
-  # pod veths go with their netns; the kubelet's cgroups (kubepods) are removed when empty
+  # pod veths go with their netns; the node's cgroups are removed once empty
   local cg
-  for cg in /sys/fs/cgroup/*/kubepods; do
+  for cg in /sys/fs/cgroup/*"$CGROUP_ROOT"; do
     [ -d "$cg" ] && find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null
   done
   # pod state goes; containerd's root (the imported images, like a node's image cache) stays for the next up
   rm -rf --one-file-system "$NODE_DIR/cni/ipam" "$NODE_DIR/kubelet" "$NODE_DIR/pod-logs" "$NODE_DIR/pki" \
     "$NODE_DIR/containerd/state" "$NODE_DIR/runc" "$CONTAINERD_SOCK" "$CONTAINERD_SOCK.ttrpc"
+  return 0
 }
 
 node_status() {
-  local n
-  for n in containerd kubelet kube-proxy coredns; do
+  local n i
+  for i in $(seq 0 $(( REAL_NODES - 1 ))); do
+    for n in "containerd-$i" "kubelet-$i"; do
+      if pid_alive "$n"; then echo "$(printf '%-18s' "$n:") running pid $(cat "$PIDS/$n.pid") (log $LOGS/$n.log)"
+      else echo "$(printf '%-18s' "$n:") NOT running"; fi
+    done
+  done
+  for n in kube-proxy coredns; do
     if pid_alive "$n"; then echo "$(printf '%-18s' "$n:") running pid $(cat "$PIDS/$n.pid") (log $LOGS/$n.log)"
     else echo "$(printf '%-18s' "$n:") NOT running"; fi
   done

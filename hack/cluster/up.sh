@@ -74,6 +74,9 @@ componentsPatches:
     value: $KWOK_WORKDIR/clusters/$CLUSTER_NAME/pki/admin.crt
   - key: kubelet-client-key
     value: $KWOK_WORKDIR/clusters/$CLUSTER_NAME/pki/admin.key
+  # the real node by its IP (its name does not resolve on the host); KWOK nodes have only Hostname=localhost
+  - key: kubelet-preferred-address-types
+    value: InternalIP,Hostname
 # KWOK fakes only the nodes annotated kwok.x-k8s.io/node=fake (manifests/nodes.yaml): the real node and its
 # pods belong to the kubelet (the later flag wins over kwokctl's --manage-all-nodes=true)
 - name: kwok-controller
@@ -172,7 +175,7 @@ fi
 # ---- fake Ray dashboard + KubeRay operator --------------------------------------------------------------------
 if ! pid_alive fake-dashboard; then
   cp "$HERE/fake_ray_dashboard.py" "$CLUSTER_DIR/bin/fake_ray_dashboard.py"
-  GRPO_REAL_POD_CIDR=$POD_CIDR GRPO_NODE_DNS=$NODE_IP:53 start_bg fake-dashboard python3 "$CLUSTER_DIR/bin/fake_ray_dashboard.py" "$DASHBOARD_PORT" "$FAKE_DASHBOARD_RUN_S"
+  GRPO_REAL_POD_CIDR=$PODS_CIDR GRPO_NODE_DNS=$DNS_NODE_IP:53 start_bg fake-dashboard python3 "$CLUSTER_DIR/bin/fake_ray_dashboard.py" "$DASHBOARD_PORT" "$FAKE_DASHBOARD_RUN_S"
 fi
 if ! pid_alive kuberay; then
   ln -sfn "$KR_BIN/ray-operator" "$CLUSTER_DIR/bin/ray-operator"

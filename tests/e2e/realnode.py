@@ -19,17 +19,20 @@ CPU_IMAGE = "ghcr.io/grpo-launcher/verl-grpo:0.1.0-cpu"
 SMOKE = str(ks.REPO_ROOT / "configs" / "smoke-cpu.yaml")
 
 
-def containerd_socket() -> Path:
-    return ks.cluster_dir() / "node" / "containerd.sock"
+NODES = ("grpo-node-0", "grpo-node-1")
 
 
-def ctr(*args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
-    """`ctr` against the real node's containerd, namespace k8s.io (the CRI's)."""
-    return subprocess.run(["ctr", "--address", str(containerd_socket()), "-n", "k8s.io", *args],
+def containerd_socket(node: str = NODE) -> Path:
+    return ks.cluster_dir() / "nodes" / node.rsplit("-", 1)[-1] / "containerd.sock"
+
+
+def ctr(*args: str, node: str = NODE, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+    """`ctr` against one real node's containerd, namespace k8s.io (the CRI's)."""
+    return subprocess.run(["ctr", "--address", str(containerd_socket(node)), "-n", "k8s.io", *args],
                           capture_output=True, text=True, check=check, timeout=timeout)
 
 
-def ensure_real_node(info: ks.ClusterInfo) -> None:
+def ensure_real_node(info: ks.ClusterInfo, image: bool = True) -> None:
     """Start the real node if needed (up.sh with GRPO_REAL_NODE=1) and check it can run the launcher's image."""
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     env["GRPO_REAL_NODE"] = "1"
@@ -37,13 +40,13 @@ def ensure_real_node(info: ks.ClusterInfo) -> None:
     if proc.returncode != 0:
         raise RuntimeError(f"the real node could not be started (hack/cluster/up.sh, GRPO_REAL_NODE=1):\n"
                            f"{proc.stderr[-3000:]}")
-    node = json.loads(info.kubectl("get", "node", NODE, "-o", "json").stdout)
-    ready = [c for c in node["status"]["conditions"] if c["type"] == "Ready"]
-    if not ready or ready[0]["status"] != "True":
-        raise RuntimeError(f"node {NODE} is not Ready: {ready}")
-    images = ctr("images", "ls", "-q").stdout.split()
-    if CPU_IMAGE not in images:
-        raise RuntimeError(f"{CPU_IMAGE} is not in the real node's containerd (make image-cpu; up.sh imports it)")
+    for name in NODES:
+        node = json.loads(info.kubectl("get", "node", name, "-o", "json").stdout)
+        ready = [c for c in node["status"]["conditions"] if c["type"] == "Ready"]
+        if not ready or ready[0]["status"] != "True":
+            raise RuntimeError(f"node {name} is not Ready: {ready}")
+        if image and CPU_IMAGE not in ctr("images", "ls", "-q", node=name).stdout.split():
+            raise RuntimeError(f"{CPU_IMAGE} is not in {name}'s containerd (make image-cpu; up.sh imports it)")
 
 
 def pods(info: ks.ClusterInfo, ns: str, selector: str = "") -> list[dict]:
@@ -62,7 +65,7 @@ def kill_container(pod: dict, name: str = "trainer", signal: str = "SIGKILL") ->
     """Kill a running container's process from the host, as a crash or the OOM killer would."""
     cid = container_id(pod, name)
     assert cid, f"no container id for {name} in {pod['metadata']['name']}"
-    ctr("tasks", "kill", "-s", signal, cid)
+    ctr("tasks", "kill", "-s", signal, cid, node=pod["spec"]["nodeName"])
 
 
 def wait_pod(info: ks.ClusterInfo, ns: str, pred, timeout: float, what: str, selector: str = "") -> dict:
