@@ -74,7 +74,7 @@ def check_user(spec: ExperimentSpec, *, uid: int | None = None, gid: int | None 
     return Check("user", (uid, gid) == want, f"uid={uid} gid={gid} user={name} (expected {want[0]}:{want[1]})")
 
 
-def _create_errno(directory: str, opener: Callable[..., int]) -> int | None:
+def _create_errno(directory: str, opener: Callable[..., int], remove: Callable[[str], None]) -> int | None:
     """errno of creating a new file in `directory`, None if it was created (and removed again)."""
     path = os.path.join(directory, f".smoke-{uuid.uuid4().hex[:8]}")
     try:
@@ -82,19 +82,19 @@ def _create_errno(directory: str, opener: Callable[..., int]) -> int | None:
     except OSError as exc:
         return exc.errno
     os.close(fd)
-    os.unlink(path)
+    remove(path)
     return None
 
 
 def check_root_readonly(spec: ExperimentSpec, dirs: Sequence[str] = ("/", "/opt"),
-                        opener: Callable[..., int] = os.open) -> Check:
+                        opener: Callable[..., int] = os.open, remove: Callable[[str], None] = os.unlink) -> Check:
     """With security.read_only_root_filesystem, creating a file in / and /opt fails with EROFS.
 
     EACCES is not enough: a non-root user cannot write / on a writable root either.
     """
     if not spec.security.read_only_root_filesystem:
         return Check("root_readonly", True, "not required (security.read_only_root_filesystem is false)")
-    seen = {d: _create_errno(d, opener) for d in dirs}
+    seen = {d: _create_errno(d, opener, remove) for d in dirs}
     ok = all(e == errno.EROFS for e in seen.values())
     shown = ", ".join(f"{d} {'created' if e is None else errno.errorcode.get(e, e)}" for d, e in seen.items())
     return Check("root_readonly", ok, shown + ("" if ok else " (expected EROFS everywhere)"))
