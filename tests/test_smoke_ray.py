@@ -48,9 +48,8 @@ def smoke_config(tmp: Path, *, nodes: int = 1, **smoke) -> Path:
 def _env(tmp: Path, rank: int = 0, **extra: str) -> dict:
     home = tmp / f"home{rank}"
     home.mkdir(exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "HOME": str(home), **extra}
-    env.pop("RAY_ADDRESS", None)
-    return env
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    return {**env, "PYTHONPATH": str(REPO / "src"), "HOME": str(home), **extra}
 
 
 def _start(config: Path, env: dict, log: Path) -> subprocess.Popen:
@@ -152,3 +151,49 @@ def test_two_pod_pytorchjob_smoke_all_reduces_across_both_pods(cluster_dir):
     assert "companion exited with status" in worker_log
     assert [r.step for r in _rows(head_log)] == [1, 2] and _rows(worker_log) == []
     assert all(r.metrics["smoke/world_size"] == 2 for r in _rows(head_log))
+
+
+@pytest.mark.timeout(300)
+def test_rayjob_driver_all_reduces_through_one_actor_per_worker_node(cluster_dir):
+    """KubeRay's cluster played by `ray start` (a head and one worker raylet); the entrypoint is the job driver."""
+    tmp, procs = cluster_dir
+    config = smoke_config(tmp, nodes=1, steps=2)
+    raw = yaml.safe_load(config.read_text())
+    raw["backend"] = "rayjob"
+    config.write_text(yaml.safe_dump(raw))
+    port = _free_port()
+    ray = str(Path(sys.executable).parent / "ray")
+    common = ["--num-cpus=1", "--num-gpus=0", "--disable-usage-stats", "--block"]
+    head = subprocess.Popen([ray, "start", "--head", f"--port={port}", "--include-dashboard=false",
+                             f"--temp-dir={tmp / 'r'}", f"--ray-client-server-port={_free_port()}", *common],
+                            env=_env(tmp, 0, RAY_AUTH_MODE="disabled"), stdout=open(tmp / "head.log", "wb"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    procs.append(head)
+    deadline = time.monotonic() + 120
+    while not _port_open(port):
+        assert head.poll() is None and time.monotonic() < deadline, (tmp / "head.log").read_text()
+        time.sleep(0.5)
+    worker = subprocess.Popen([ray, "start", f"--address=127.0.0.1:{port}", *common],
+                              env=_env(tmp, 1, RAY_AUTH_MODE="disabled"), stdout=open(tmp / "worker.log", "wb"),
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    procs.append(worker)
+    driver = _start(config, _env(tmp, 2, RAY_ADDRESS=f"127.0.0.1:{port}", RAY_AUTH_MODE="disabled"), tmp / "driver.log")
+    procs.append(driver)
+    rc = driver.wait(timeout=240)
+    log = (tmp / "driver.log").read_text(errors="replace")
+    print(log)
+    checks = _checks(log)
+    assert "role=ray-job-driver" in log
+    assert "check ray_nodes ok 2 alive, expected 2 (resources.nodes + the RayJob head)" in log
+    assert checks["rendezvous"] == checks["allreduce"] == checks["steps"] == "ok", checks
+    assert "check rendezvous ok gloo across 1 worker node actor(s), master " in log
+    # one pinned task per Ray node (both nodes are named after this machine here)
+    assert sum(1 for ln in log.splitlines() if ln.startswith("[smoke] check ray_task@") and " ok " in ln) == 2
+    assert _failed(log) == ({"user", f"user@{socket.gethostname()}"} if IDENTITY_FAILS else set())
+    assert rc == (1 if IDENTITY_FAILS else 0)
+    assert [r.step for r in _rows(log)] == [1, 2]
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
