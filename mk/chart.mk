@@ -12,7 +12,8 @@ CHART_LINT_MATRIX := \
   "--set scheduling.queue=team-a" \
   "--set storage.create=true --set storage.claim_name=grpo-data --set storage.access_mode=ReadWriteMany --set resources.nodes=2" \
   "--set scheduling.tolerations[0].key=nvidia.com/gpu --set scheduling.tolerations[0].operator=Exists --set scheduling.tolerations[0].effect=NoSchedule" \
-  "--set run_policy.ttl_seconds_after_finished=3600 --set run_policy.active_deadline_seconds=86400"
+  "--set run_policy.ttl_seconds_after_finished=3600 --set run_policy.active_deadline_seconds=86400" \
+  "--set workload=smoke --set resources.gpus_per_node=0 --set backend=rayjob --set resources.nodes=2"
 
 .PHONY: chart chart-check chart-lint manifests manifests-check
 

@@ -129,7 +129,7 @@ def test_helm_labels_are_the_launchers_plus_bookkeeping():
         (["--set", "data.batch=8"], "at '/data': additional properties 'batch' not allowed"),
         (["--set", "replicas=3"], "additional properties 'replicas' not allowed"),
         (["--set", "scheduling.tolerations[0].keyy=x"], "additional properties 'keyy' not allowed"),
-        (["--set", "resources.gpus_per_node=0"], "at '/resources/gpus_per_node': minimum: got 0, want 1"),
+        (["--set", "resources.gpus_per_node=-1"], "at '/resources/gpus_per_node': minimum: got -1, want 0"),
         (["--set", "resources.nodes=0"], "at '/resources/nodes': minimum: got 0, want 1"),
         (["--set", "backend=mpijob"], "at '/backend'"),
         (["--set", "name=Bad_Name"], "at '/name'"),
@@ -141,7 +141,7 @@ def test_helm_labels_are_the_launchers_plus_bookkeeping():
         (["--set", "eval.checkpoint=last"], "at '/eval/checkpoint'"),
         (["--set", "eval.checkpoint=025"], "at '/eval/checkpoint'"),
     ],
-    ids=["wrong-type", "bool-for-int", "unknown-key", "unknown-top-key", "unknown-toleration-key", "gpu-count-0",
+    ids=["wrong-type", "bool-for-int", "unknown-key", "unknown-top-key", "unknown-toleration-key", "gpu-count-negative",
          "nodes-0", "bad-enum", "bad-name", "bad-quantity", "null-required", "eval-unknown-key", "eval-not-bool",
          "eval-step-0", "eval-not-latest", "eval-leading-zero"],
 )
@@ -171,9 +171,15 @@ def test_schema_refuses_bad_values(args, message):
         (["--set", "trainer.logger={console,wandb}"], "values.secrets.wandb_api_key must be a Secret reference"),
         (["--set", "trainer.resume_mode=resume_path"], "values.trainer.resume_from_path must be a global_step_N path"),
         (["--set", "scheduling.namespace=other"], 'values.scheduling.namespace must equal the release namespace "default"'),
+        (["--set", "resources.gpus_per_node=0"],
+         "values.resources.gpus_per_node must be at least 1 for workload grpo (verl's GRPO trainer with a vLLM "
+         "rollout needs GPUs; 0, a CPU-only pod, is allowed only with workload smoke), got 0"),
+        (["--set", "workload=smoke", "--set", "resources.gpus_per_node=0", "--set", "resources.nodes=3"],
+         "values.data.train_batch_size must make train_batch_size × rollout.n divisible by the GPU count 3 "
+         "(resources.nodes 3 × resources.gpus_per_node 0, a CPU pod counts as 1); 8 × 2 = 16, got 8"),
     ],
     ids=["batch-vs-gpus", "mini-gt-batch", "micro", "log-prob-micro", "tp", "name-length", "gpu-type", "pvc-no-claim",
-         "wandb-no-key", "resume-no-path", "namespace-mismatch"],
+         "wandb-no-key", "resume-no-path", "namespace-mismatch", "grpo-needs-gpus", "cpu-pod-counts-as-one"],
 )
 def test_fail_checks_explain_cross_field_rules(args, message):
     err = helm_error(*args)
@@ -391,7 +397,7 @@ def test_schema_is_closed_draft07_without_refs():
     assert len(closed) >= 15 and all(o["additionalProperties"] is False for o in closed)
     # constraints survive the conversion
     res = schema["properties"]["resources"]["properties"]
-    assert res["gpus_per_node"]["minimum"] == 1 and res["gpus_per_node"]["maximum"] == 16
+    assert res["gpus_per_node"]["minimum"] == 0 and res["gpus_per_node"]["maximum"] == 16
     assert res["cpu"]["pattern"].startswith("^[0-9]")
     assert schema["properties"]["backend"]["enum"] == ["pytorchjob", "rayjob"]
     assert set(schema["properties"]) == set(ExperimentSpec.model_fields) | {"eval"}

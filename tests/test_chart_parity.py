@@ -68,6 +68,18 @@ def test_chart_renders_what_the_launcher_renders(config, backend, tmp_path):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_parity_on_cpu_only_smoke_pods(nodes, backend, tmp_path):
+    """configs/smoke-cpu.yaml: no GPU limit or product selector, the init container sized like its pod."""
+    config = ROOT / "configs" / "smoke-cpu.yaml"
+    sets = [f"resources.nodes={nodes}"]
+    values = values_file(tmp_path, config, sets=sets, backend=backend)
+    launcher = launcher_objects(config, sets=sets, backend=backend)
+    assert "nvidia.com/gpu" not in yaml.safe_dump(launcher[-1])  # the job (the ConfigMap holds the spec)
+    assert_same_objects(launcher, helm_objects("-f", str(values)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_parity_on_every_optional_branch(everything_config, backend, tmp_path):
     values = values_file(tmp_path, everything_config, backend=backend)
     launcher = launcher_objects(everything_config, backend=backend)

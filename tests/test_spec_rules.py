@@ -27,6 +27,11 @@ GOOD = [
     ["name=" + "a" * 38],
     ["resources.gpu_type=H100-80GB"],
     ["trainer.resume_mode=resume_path", "trainer.resume_from_path=/workspace/ckpt/global_step_10"],
+    # CPU-only pods for the smoke workload, one worker per pod for the batch rules
+    ["workload=smoke", "resources.gpus_per_node=0"],
+    ["workload=smoke", "resources.gpus_per_node=0", "resources.nodes=2", "backend=rayjob"],
+    ["workload=smoke", "resources.gpus_per_node=0", "resources.nodes=4"],  # 16 samples / 4 pods
+    ["workload=smoke"],  # the smoke workload on GPU pods (NCCL all-reduce)
 ]
 
 
@@ -56,7 +61,15 @@ BAD = [
     (["resources.nodes=3"], "data.train_batch_size", "GPU count 6", "got 8"),
     (["name=" + "a" * 39], "name", "at most 38 characters", "got 'aaaa"),
     (["name=Grpo_Exp"], "name", "a string matching", "got 'Grpo_Exp'"),
-    (["resources.gpus_per_node=0"], "resources.gpus_per_node", "a number ≥ 1", "got 0"),
+    # a CPU-only pod runs only the smoke workload: verl's GRPO trainer with vLLM needs GPUs
+    (["resources.gpus_per_node=0"], "resources.gpus_per_node", "at least 1 for workload grpo", "got 0"),
+    (["resources.gpus_per_node=-1"], "resources.gpus_per_node", "a number ≥ 0", "got -1"),
+    (["workload=train"], "workload", "one of 'grpo' or 'smoke'", "got 'train'"),
+    (["workload=smoke", "smoke.steps=0"], "smoke.steps", "a number ≥ 1", "got 0"),
+    (["workload=smoke", "smoke.min_shm=big"], "smoke.min_shm", "a string matching", "got 'big'"),
+    # a CPU pod counts as one worker per node for verl's batch arithmetic: 3 pods, 8 × 2 = 16 samples
+    (["workload=smoke", "resources.gpus_per_node=0", "resources.nodes=3"], "data.train_batch_size",
+     "GPU count 3 (resources.nodes 3 × resources.gpus_per_node 0, a CPU pod counts as 1)", "got 8"),
     (["rollout.n=0"], "rollout.n", "a number ≥ 1", "got 0"),
     (["rollout.gpu_memory_utilization=1.5"], "rollout.gpu_memory_utilization", "a number ≤ 1", "got 1.5"),
     (["actor.lr=0"], "actor.lr", "a number > 0", "got 0"),

@@ -247,6 +247,21 @@ def _anti_affinity(instance: str) -> dict:
     }
 
 
+# Data preparation (GSM8K → parquet with pyarrow) fits in this on any GPU pod.
+INIT_RESOURCES = {"cpu": "1", "memory": "2Gi"}
+
+
+def _init_resources(spec: ExperimentSpec, container: dict) -> dict:
+    """The init container's size: fixed on GPU pods; a CPU-only pod's own size.
+
+    A pod's effective request is the larger of its init and main containers: on a small CPU node
+    (workload smoke, gpus_per_node 0) a fixed 1 CPU would make a 500m pod ask for 1 CPU, and a
+    RayJob's head + worker + submitter would no longer fit a 2-core node.
+    """
+    size = dict(container) if spec.resources.cpu_only else dict(INIT_RESOURCES)
+    return {"requests": size, "limits": dict(size)}
+
+
 def _pod_parts(
     spec: ExperimentSpec,
     *,
@@ -261,8 +276,14 @@ def _pod_parts(
     pod_sec, ctr_sec = _security(spec)
     volumes, mounts = _volumes(spec, configmap)
     if gpu:
-        resources = {"cpu": res.cpu, "memory": res.memory, res.gpu_resource: res.total_gpus // res.nodes}
-        node_selector = {**spec.scheduling.node_selector, res.gpu_product_label: res.gpu_product}
+        # The trainer/worker pods (role "gpu" even when CPU-only: the label selects the pods that
+        # spread one per node). A CPU-only pod (gpus_per_node 0, workload smoke) asks for no GPU and
+        # is not pinned to a GPU product, so it schedules on plain nodes.
+        resources = {"cpu": res.cpu, "memory": res.memory}
+        node_selector = dict(spec.scheduling.node_selector)
+        if not res.cpu_only:
+            resources[res.gpu_resource] = res.gpus_per_node
+            node_selector[res.gpu_product_label] = res.gpu_product
         tolerations = _tolerations(spec)
         affinity = _anti_affinity(instance) if res.nodes > 1 else None
     else:
@@ -288,7 +309,7 @@ def _pod_parts(
         # Every pod prepares (or finds) the dataset on its own volume before verl starts, so
         # emptyDir and shared claims behave the same and workers never wait on the head.
         init_command=[*ENTRYPOINT, "--prepare-data-only"],
-        init_resources={"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
+        init_resources=_init_resources(spec, resources),
         env=_env_vars(spec),
         resources=resources,
         volume_mounts=mounts,

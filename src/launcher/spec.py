@@ -211,7 +211,13 @@ class ResourcesSpec(_Model):
     """What each training pod asks Kubernetes for."""
 
     nodes: int = Field(1, ge=1, le=1024, description="Pods (one per node); >1 forms one Ray cluster across them.")
-    gpus_per_node: int = Field(2, ge=1, le=16, description="GPUs per pod (nvidia.com/gpu limit).")
+    gpus_per_node: int = Field(
+        2,
+        ge=0,
+        le=16,
+        description="GPUs per pod (nvidia.com/gpu limit). 0: a CPU-only pod (no GPU limit, no GPU product node "
+        "selector), allowed only with workload smoke; verl's batch rules then count one worker per pod.",
+    )
     gpu_type: str = Field(
         "A100-80GB",
         description=f"GPU type, mapped to the nvidia.com/gpu.product node label: one of {sorted(GPU_PRODUCTS)}.",
@@ -227,6 +233,19 @@ class ResourcesSpec(_Model):
     @property
     def total_gpus(self) -> int:
         return self.nodes * self.gpus_per_node
+
+    @property
+    def workers_per_node(self) -> int:
+        """Data-parallel workers per pod for verl's batch arithmetic: its GPUs, or 1 for a CPU-only pod.
+
+        A CPU pod (workload smoke) still composes and validates verl's config; the smoke workload
+        substitutes `trainer.n_gpus_per_node=1` there, and `check_rules` uses the same count.
+        """
+        return self.gpus_per_node or 1
+
+    @property
+    def cpu_only(self) -> bool:
+        return self.gpus_per_node == 0
 
     @property
     def gpu_product(self) -> str:
@@ -330,7 +349,34 @@ class SecuritySpec(_Model):
     )
 
 
+class SmokeSpec(_Model):
+    """The smoke workload (workload: smoke): the pods' wiring exercised without verl's trainer or a GPU."""
+
+    steps: int = Field(3, ge=1, le=1_000_000, description="Steps to run; each sleeps, all-reduces and logs one metric line.")
+    step_seconds: float = Field(1.0, ge=0, le=86_400, description="Sleep per step, in seconds (how long the run lasts).")
+    log_lines_per_step: int = Field(
+        0, ge=0, le=1_000_000, description="Extra padding log lines per step (to exercise kubelet log rotation)."
+    )
+    memory_mb: int = Field(
+        0,
+        ge=0,
+        le=16_777_216,
+        description="MiB the all-reduce process of every pod allocates and touches before step 1 (0: none); a "
+        "memory limit below it gets the container OOM-killed.",
+    )
+    min_shm: Quantity = Field(
+        "64Mi", description="Smallest /dev/shm the workload accepts (the size statvfs reports inside the pod)."
+    )
+    connect_timeout_s: int = Field(
+        60,
+        ge=1,
+        le=86_400,
+        description="Seconds to wait for the pods' torch.distributed rendezvous and for every Ray node to be alive.",
+    )
+
+
 BACKENDS = ("pytorchjob", "rayjob")
+WORKLOADS = ("grpo", "smoke")
 
 
 class ExperimentSpec(_Model):
@@ -338,6 +384,11 @@ class ExperimentSpec(_Model):
 
     name: DnsLabel = Field(description="Experiment name; the job is <name>-<config hash>.")
     backend: Literal["pytorchjob", "rayjob"] = Field("pytorchjob", description="Kubeflow PyTorchJob or KubeRay RayJob.")
+    workload: Literal["grpo", "smoke"] = Field(
+        "grpo",
+        description="grpo: verl's GRPO trainer. smoke: the smoke workload (section smoke) in exactly the same pods: "
+        "in-container checks, verl config validation, Ray, a torch.distributed all-reduce across pods, metric lines.",
+    )
     image: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$", max_length=512)] = Field(
         "ghcr.io/grpo-launcher/verl-grpo:0.1.0", description="Training image (docker/Dockerfile)."
     )
@@ -355,6 +406,7 @@ class ExperimentSpec(_Model):
     network: NetworkSpec = NetworkSpec()
     secrets: SecretsSpec = SecretsSpec()
     security: SecuritySpec = SecuritySpec()
+    smoke: SmokeSpec = SmokeSpec()
 
     def config_hash(self) -> str:
         """Short content hash of the whole spec: a changed config is a new run (and job name).
@@ -457,7 +509,9 @@ def check_rules(spec: ExperimentSpec) -> list[Problem]:
     """
     problems: list[Problem] = []
     res, data, actor, rollout = spec.resources, spec.data, spec.actor, spec.rollout
-    world = res.total_gpus
+    # A CPU-only pod (workload smoke) counts as one worker: the arithmetic verl's validate_config
+    # makes when the smoke workload substitutes trainer.n_gpus_per_node=1.
+    world = res.nodes * res.workers_per_node
 
     if len(spec.name) > NAME_MAX:
         problems.append(
@@ -468,6 +522,15 @@ def check_rules(spec: ExperimentSpec) -> list[Problem]:
                 spec.name,
             )
         )
+    if res.cpu_only and spec.workload == "grpo":
+        problems.append(
+            Problem(
+                "resources.gpus_per_node",
+                "at least 1 for workload grpo (verl's GRPO trainer with a vLLM rollout needs GPUs; "
+                "0, a CPU-only pod, is allowed only with workload smoke)",
+                res.gpus_per_node,
+            )
+        )
     if res.gpu_type not in GPU_PRODUCTS:
         problems.append(Problem("resources.gpu_type", f"one of {sorted(GPU_PRODUCTS)}", res.gpu_type))
     if (data.train_batch_size * rollout.n) % world:
@@ -475,7 +538,8 @@ def check_rules(spec: ExperimentSpec) -> list[Problem]:
             Problem(
                 "data.train_batch_size",
                 f"train_batch_size × rollout.n divisible by the GPU count {world} "
-                f"(resources.nodes {res.nodes} × resources.gpus_per_node {res.gpus_per_node}); "
+                f"(resources.nodes {res.nodes} × resources.gpus_per_node {res.gpus_per_node}"
+                f"{', a CPU pod counts as 1' if res.cpu_only else ''}); "
                 f"{data.train_batch_size} × {rollout.n} = {data.train_batch_size * rollout.n}",
                 data.train_batch_size,
             )
@@ -526,12 +590,12 @@ def check_rules(spec: ExperimentSpec) -> list[Problem]:
                         rollout.log_prob_micro_batch_size_per_gpu,
                     )
                 )
-    tp = rollout.tensor_parallel_size
-    if tp > res.gpus_per_node or res.gpus_per_node % tp:
+    tp, per_node = rollout.tensor_parallel_size, res.workers_per_node
+    if tp > per_node or per_node % tp:
         problems.append(
             Problem(
                 "rollout.tensor_parallel_size",
-                f"a divisor of resources.gpus_per_node ({res.gpus_per_node}): tensor parallelism stays within a node",
+                f"a divisor of resources.gpus_per_node ({per_node}): tensor parallelism stays within a node",
                 tp,
             )
         )

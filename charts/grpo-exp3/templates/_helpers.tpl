@@ -197,19 +197,27 @@ Pod template (templates/_pod.j2 with render._pod_parts). Argument: dict with
 {{- if not (kindIs "invalid" .toleration_seconds) }}{{ $_ := set $t "tolerationSeconds" (int64 .toleration_seconds) }}{{ end -}}
 {{- $tolerations = append $tolerations $t -}}
 {{- end -}}
-{{- /* resources, node selector and anti-affinity: GPU pods vs the Ray head */ -}}
+{{- /* resources, node selector and anti-affinity: GPU pods vs the Ray head; a CPU-only pod
+       (gpus_per_node 0, workload smoke) asks for no GPU and is not pinned to a GPU product */ -}}
 {{- $nodeSelector := deepCopy ($sched.node_selector | default dict) -}}
 {{- $resources := dict "cpu" $res.head_cpu "memory" $res.head_memory -}}
 {{- $affinity := dict -}}
 {{- if .gpu -}}
-{{- $resources = dict "cpu" $res.cpu "memory" $res.memory $res.gpu_resource (int64 $res.gpus_per_node) -}}
-{{- $_ := set $nodeSelector $res.gpu_product_label (index $c.gpuProducts $res.gpu_type) -}}
+{{- $resources = dict "cpu" $res.cpu "memory" $res.memory -}}
+{{- if gt (int64 $res.gpus_per_node) 0 -}}
+{{- $_ := set $resources $res.gpu_resource (int64 $res.gpus_per_node) -}}
+{{- $_ = set $nodeSelector $res.gpu_product_label (index $c.gpuProducts $res.gpu_type) -}}
+{{- end -}}
 {{- if gt (int64 $res.nodes) 1 -}}
 {{- /* one GPU pod per node, so a multi-node run really spans nodes */ -}}
 {{- $affinity = dict "podAntiAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (list (dict "labelSelector" (dict "matchLabels" (dict $c.instanceLabel $instance $c.roleLabel "gpu")) "topologyKey" "kubernetes.io/hostname"))) -}}
 {{- end -}}
 {{- end -}}
+{{- /* init container: fixed on GPU pods, a CPU-only pod's own size (render._init_resources) */ -}}
 {{- $initResources := dict "cpu" "1" "memory" "2Gi" -}}
+{{- if eq (int64 $res.gpus_per_node) 0 -}}
+{{- $initResources = deepCopy $resources -}}
+{{- end -}}
 {{- $imagePullSecrets := list -}}
 {{- range $s.secrets.image_pull_secrets -}}
 {{- $imagePullSecrets = append $imagePullSecrets (dict "name" .) -}}

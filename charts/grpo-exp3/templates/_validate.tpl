@@ -1,6 +1,6 @@
 {{/*
 Cross-field rules that values.schema.json cannot express: the Helm mirror of spec.check_rules
-(verl's batch arithmetic, name length, GPU type, resume/wandb/storage consistency), and with
+(verl's batch arithmetic, name length, GPU type, GPUs for workload grpo, resume/wandb/storage consistency), and with
 eval.enabled the refusals of `launcher eval` (commands/eval.plan). All problems
 are reported at once, one line each, as `values.<key> must be ..., got <value>`.
 The chart additionally requires scheduling.namespace to equal the release namespace: the objects
@@ -14,7 +14,9 @@ live in scheduling.namespace (it is part of the spec, and so of the hash, exactl
 {{- $errs := list -}}
 {{- $res := $v.resources -}}
 {{- $nodes := int64 $res.nodes -}}
-{{- $gpn := int64 $res.gpus_per_node -}}
+{{- $gpus := int64 $res.gpus_per_node -}}
+{{- /* a CPU-only pod (workload smoke) counts as one worker for verl's batch arithmetic (spec.workers_per_node) */ -}}
+{{- $gpn := ternary $gpus 1 (gt $gpus 0) -}}
 {{- $world := mul $nodes $gpn -}}
 {{- $batch := int64 $v.data.train_batch_size -}}
 {{- $n := int64 $v.rollout.n -}}
@@ -24,11 +26,14 @@ live in scheduling.namespace (it is part of the spec, and so of the hash, exactl
 {{- if gt (len $v.name) (int $c.nameMax) -}}
 {{- $errs = append $errs (printf "values.name must be at most %v characters (the job name adds '-<%v-char config hash>' and must stay within %v), got %q (%d characters)" $c.nameMax $c.hashLen $c.jobNameMax $v.name (len $v.name)) -}}
 {{- end -}}
+{{- if and (eq $gpus 0) (eq $v.workload "grpo") -}}
+{{- $errs = append $errs "values.resources.gpus_per_node must be at least 1 for workload grpo (verl's GRPO trainer with a vLLM rollout needs GPUs; 0, a CPU-only pod, is allowed only with workload smoke), got 0" -}}
+{{- end -}}
 {{- if not (hasKey $c.gpuProducts $res.gpu_type) -}}
 {{- $errs = append $errs (printf "values.resources.gpu_type must be one of %v, got %q" $c.gpuTypes $res.gpu_type) -}}
 {{- end -}}
 {{- if and (gt $world 0) (mod (mul $batch $n) $world) -}}
-{{- $errs = append $errs (printf "values.data.train_batch_size must make train_batch_size × rollout.n divisible by the GPU count %d (resources.nodes %d × resources.gpus_per_node %d); %d × %d = %d, got %d" $world $nodes $gpn $batch $n (mul $batch $n) $batch) -}}
+{{- $errs = append $errs (printf "values.data.train_batch_size must make train_batch_size × rollout.n divisible by the GPU count %d (resources.nodes %d × resources.gpus_per_node %d%s); %d × %d = %d, got %d" $world $nodes $gpus (ternary ", a CPU pod counts as 1" "" (eq $gpus 0)) $batch $n (mul $batch $n) $batch) -}}
 {{- end -}}
 {{- if gt $mini $batch -}}
 {{- $errs = append $errs (printf "values.actor.ppo_mini_batch_size must be at most data.train_batch_size (%d), got %d" $batch $mini) -}}

@@ -126,7 +126,8 @@ def preflight(kube, spec) -> None:
             raise
     res = spec.resources
     try:
-        nodes = kube.list(NODE, selector=f"{res.gpu_product_label}={res.gpu_product}")
+        # A CPU-only pod (gpus_per_node 0) needs no GPU node: nothing to check.
+        nodes = [] if res.cpu_only else kube.list(NODE, selector=f"{res.gpu_product_label}={res.gpu_product}")
     except ApiError as exc:
         if exc.status != 403:
             raise
@@ -134,7 +135,7 @@ def preflight(kube, spec) -> None:
     else:
         fit = [n for n in nodes
                if _int((n.get("status") or {}).get("allocatable", {}).get(res.gpu_resource)) >= res.gpus_per_node]
-        if len(fit) < res.nodes:
+        if len(fit) < res.nodes and not res.cpu_only:
             err(f"warning: {len(fit)} node(s) labelled {res.gpu_product_label}={res.gpu_product} with at least "
                 f"{res.gpus_per_node} {res.gpu_resource} allocatable; the run needs {res.nodes}. The pods will stay "
                 "Pending unless an autoscaler adds nodes.")

@@ -19,11 +19,10 @@ def run(args: argparse.Namespace) -> int:
 
     spec = load_from_args(args)
     res = spec.resources
-    print(
-        f"ok: {args.config} -> {spec.backend} {spec.job_name} in namespace {spec.scheduling.namespace}: "
-        f"{res.nodes} node(s) × {res.gpus_per_node} {res.gpu_type}, "
-        f"batch {spec.data.train_batch_size} × n {spec.rollout.n}, {spec.trainer.total_training_steps} steps"
-    )
+    pods = f"{res.nodes} node(s) × " + ("CPU only" if res.cpu_only else f"{res.gpus_per_node} {res.gpu_type}")
+    work = (f"smoke workload, {spec.smoke.steps} steps" if spec.workload == "smoke" else
+            f"batch {spec.data.train_batch_size} × n {spec.rollout.n}, {spec.trainer.total_training_steps} steps")
+    print(f"ok: {args.config} -> {spec.backend} {spec.job_name} in namespace {spec.scheduling.namespace}: {pods}, {work}")
     if args.show_overrides:
         print("\n".join(verl_overrides(spec)))
     return 0

@@ -7,7 +7,9 @@ Modules:
   period then SIGKILL, 128+N exit statuses);
 - `ray_cluster`: the multi-node PyTorchJob bootstrap (Ray head on rank 0, workers on the others,
   exit status handed to the workers through the GCS key-value store);
-- `gsm8k`: GSM8K in verl's parquet schema.
+- `gsm8k`: GSM8K in verl's parquet schema;
+- `smoke`, `smoke_checks`, `smoke_dist`: the smoke workload (`workload: smoke`), run in verl's place
+  in the same pods and roles; `nccl_check`: the NCCL (or gloo) all-reduce over every GPU, also a CLI.
 
 Roles: `single-node` (verl starts Ray itself), `ray-head` / `ray-worker` (PyTorchJob with
 resources.nodes > 1), `ray-job-driver` (RayJob: attach through RAY_ADDRESS, never start Ray).

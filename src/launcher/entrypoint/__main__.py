@@ -32,6 +32,7 @@ from launcher.config import load_spec
 from launcher.entrypoint import environment as E
 from launcher.entrypoint import evaluate as EV
 from launcher.entrypoint import ray_cluster as R
+from launcher.entrypoint import smoke as SMOKE
 from launcher.entrypoint.runner import DEFAULT_GRACE_S, log, run_child
 from launcher.errors import EXIT_BAD_INPUT, LauncherError
 from launcher.spec import ExperimentSpec
@@ -113,7 +114,8 @@ def dry_run_text(spec: ExperimentSpec, role: E.Role, topo: R.Topology | None, ar
         lines.append(f"# rank {topo.rank} of {topo.nnodes}; master {topo.master_addr} ({topo.pod_name(0)})")
         lines.append("# ray: " + shlex.join(R.ray_start_argv(topo, settings, cpus=cpus, gpus=spec.resources.gpus_per_node)))
     if role == "ray-worker":
-        lines.append("# this pod runs no trainer; the master runs:")
+        lines.append("# this pod runs the smoke participant beside its raylet:" if spec.workload == "smoke"
+                     else "# this pod runs no trainer; the master runs:")
     lines.append("# command")
     lines.append(shlex.join(argv))
     lines.append("# environment (set or changed)")
@@ -152,9 +154,16 @@ def main(argv: Sequence[str] | None = None, *, container_env: Mapping[str, str] 
         print(f"[entrypoint] error: {exc}", file=sys.stderr, flush=True)
         return exc.exit_code
 
+    smoke = spec.workload == "smoke"
+    if smoke and args.mode == "eval":
+        print("[entrypoint] error: workload smoke trains nothing: --mode eval does not apply", file=sys.stderr, flush=True)
+        return EXIT_BAD_INPUT
     probe = probe or E.probe_container()
     delta = E.env_for(spec, env, role=role, probe=probe, attempt=attempt_id(env))
     child_argv = verl_argv(spec, role, cpus=probe.cpus, mode=args.mode, model=args.model, env=env)
+    if smoke:
+        # The smoke workload replaces verl as the child, in the same role (smoke.py).
+        child_argv = SMOKE.argv_for(args.config, role)
     ray_num_cpus = probe.cpus if role == "single-node" else None
     if eval_plan:
         try:
@@ -187,16 +196,18 @@ def main(argv: Sequence[str] | None = None, *, container_env: Mapping[str, str] 
 
     if role == "ray-worker":
         assert topo is not None
-        return R.run_worker(topo, settings, env=full_env, cpus=probe.cpus, gpus_per_node=spec.resources.gpus_per_node)
+        return R.run_worker(topo, settings, env=full_env, cpus=probe.cpus, gpus_per_node=spec.resources.gpus_per_node,
+                            companion_argv=child_argv if smoke else None, grace_s=grace)
     if role == "ray-head":
         assert topo is not None
         return R.run_head(topo, settings, env=full_env, cpus=probe.cpus, gpus_per_node=spec.resources.gpus_per_node,
                           child_argv=child_argv, child_cwd=cwd, grace_s=grace)
     if eval_plan:
         return _evaluate(spec, args, full_env, grace=grace, ray_num_cpus=ray_num_cpus, cwd=cwd)
-    log(f"starting verl: {shlex.join(child_argv)}")
-    code = run_child(child_argv, full_env, name="trainer", grace_s=grace, cwd=cwd)
-    log(f"verl exited with status {code}")
+    what = "the smoke workload" if smoke else "verl"
+    log(f"starting {what}: {shlex.join(child_argv)}")
+    code = run_child(child_argv, full_env, name="smoke" if smoke else "trainer", grace_s=grace, cwd=cwd)
+    log(f"{what} exited with status {code}")
     return code
 
 

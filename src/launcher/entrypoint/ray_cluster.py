@@ -388,17 +388,37 @@ def _head_phase(topo, settings, head, gcs, state, children, *, env, gpus_per_nod
 
 
 def run_worker(topo: Topology, settings: BootstrapSettings, *, env: Mapping[str, str], cpus: int,
-               gpus_per_node: int) -> int:
-    """Rank ≥1: join the head's Ray cluster and exit with the master's status when it publishes one."""
+               gpus_per_node: int, companion_argv: Sequence[str] | None = None, grace_s: float = 30.0) -> int:
+    """Rank ≥1: join the head's Ray cluster and exit with the master's status when it publishes one.
+
+    `companion_argv` (the smoke workload's participant: this pod's rank of the cross-pod
+    all-reduce) starts once the raylet has started, gets the same signals, and is waited for before
+    the pod exits; a companion that failed turns a master's 0 into its own status.
+    """
     gcs = Gcs(topo.master_addr, settings.port)
     raylet = Child(ray_start_argv(topo, settings, cpus=cpus, gpus=gpus_per_node), env,
                    name="ray worker", grace_s=settings.ray_stop_grace_s)
+    companion = Child(companion_argv, env, name="companion", grace_s=grace_s) if companion_argv else None
     state = SignalState()
-    with forward_signals([raylet], state):
-        code = _worker_phase(topo, settings, gcs, raylet, state)
+    with forward_signals([raylet, *([companion] if companion else [])], state):
+        code = _worker_phase(topo, settings, gcs, raylet, state,
+                             on_joined=(lambda: _start_companion(companion)) if companion else None)
+        if companion is not None and companion.proc is not None:
+            # The master's status arrives once its own all-reduces ended, so the companion is
+            # finishing too; a bounded wait, then it is stopped.
+            own = companion.wait(timeout=settings.ack_wait_s)
+            own = companion.stop() if own is None else own
+            log(f"companion exited with status {own}")
+            if code == 0 and own != 0:
+                code = own
         raylet.stop()
     log(f"exiting with status {code}")
     return code
+
+
+def _start_companion(companion: Child) -> None:
+    log(f"starting companion: {' '.join(companion.argv)}")
+    companion.start()
 
 
 def _read_exit(gcs: Gcs) -> int | None:
@@ -406,7 +426,8 @@ def _read_exit(gcs: Gcs) -> int | None:
     return None if value is None else int(value.decode())
 
 
-def _worker_phase(topo: Topology, settings: BootstrapSettings, gcs: Gcs, raylet: Child, state: SignalState) -> int:
+def _worker_phase(topo: Topology, settings: BootstrapSettings, gcs: Gcs, raylet: Child, state: SignalState,
+                  on_joined: Callable[[], None] | None = None) -> int:
     master = topo.pod_name(0)
     started = time.monotonic()
     log(f"waiting for the Ray head at {gcs.address} ({master})")
@@ -427,6 +448,8 @@ def _worker_phase(topo: Topology, settings: BootstrapSettings, gcs: Gcs, raylet:
         return early
     log(f"joining the Ray cluster: {' '.join(raylet.argv)}")
     raylet.start()
+    if on_joined is not None and state.received is None:
+        on_joined()
     last_contact = time.monotonic()
     while True:
         if state.received is not None:
