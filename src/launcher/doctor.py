@@ -137,7 +137,7 @@ def check_backend(spec: ExperimentSpec, served: Served) -> Check:
     fix = f"install {name}: {install}"
     if alternatives:
         fix += f"; or use a backend this cluster serves: --set backend={alternatives[0]}"
-    return Check("backend", FAIL, f"backend {spec.backend} needs " + ", ".join(_api(*a) for a in missing)
+    return Check("backend", FAIL, f"{spec.backend} needs " + ", ".join(_api(*a) for a in missing)
                  + f", which the cluster does not serve: {name} is not installed{also}", fix)
 
 
