@@ -206,6 +206,26 @@ def test_a_leftover_doctor_job_is_named_not_touched(spec, tmp_path):
     assert fk.created == [] and fk.deleted == []
 
 
+def test_a_refused_create_is_a_failed_check_and_rolled_back(spec, tmp_path):
+    from launcher.commands.doctor import run_smoke
+    from launcher.kube import ApiError
+
+    fk = FakeKube(namespace="ns")
+    fk.whoami = lambda: "system:serviceaccount:ns:bot"
+    create = fk.create
+
+    def refuse(obj, dry_run=False):
+        if obj["kind"] == "PyTorchJob":
+            raise ApiError(403, 'pytorchjobs.kubeflow.org is forbidden: cannot create', "create PyTorchJob x", "fake")
+        return create(obj, dry_run=dry_run)
+
+    fk.create = refuse
+    checks = run_smoke(fk, spec, _args(tmp_path))
+    assert len(checks) == 1 and checks[0].name == "smoke: submit" and checks[0].status == D.FAIL
+    assert "forbidden (403)" in checks[0].finding and "--serviceaccount ns:bot" in checks[0].fix
+    assert fk.deleted == [("ConfigMap", f"{spec.job_name}-spec")]
+
+
 def test_smoke_is_not_run_after_a_failed_static_check(monkeypatch, tmp_path, capsys):
     from kube_fakes import FakeApiServer
     from launcher.cli import main

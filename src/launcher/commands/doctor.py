@@ -126,7 +126,7 @@ def run_smoke(kube, spec, args) -> list:
     from launcher.commands.submit import create_all
     from launcher.config import dump_spec
     from launcher.follow import LogFollower
-    from launcher.kube import JOB_RESOURCES
+    from launcher.kube import JOB_RESOURCES, ApiError
     from launcher.kube import jobs as J
     from launcher.render import render, to_yaml
     from launcher.runs import RunDir
@@ -141,7 +141,13 @@ def run_smoke(kube, spec, args) -> list:
     run_dir = RunDir.of(name, args.runs_dir).ensure()
     run_dir.write_text(run_dir.spec, dump_spec(spec))
     run_dir.write_text(run_dir.manifests, to_yaml(objects))
-    job = create_all(kube, objects, on_notice=err)
+    try:
+        job = create_all(kube, objects, on_notice=err)  # rolls back what it created on a failure
+    except ApiError as exc:
+        fix = (D.rbac_fix(ns, kube.whoami()) if exc.status == 403 else
+               "the API server refused the smoke job's objects: check admission policies (the message) or "
+               "report it with the rendered manifests (launcher render CONFIG)")
+        return [D.Check("smoke: submit", D.FAIL, f"could not create the smoke job: {exc}", fix)]
     err(f"doctor: submitted smoke {res.kind} {name} in {ns}; following it (at most {args.timeout:g}s)")
     ref = J.JobRef(spec.backend, name, job)
     pods: dict[str, dict] = {}
