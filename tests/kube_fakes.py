@@ -188,6 +188,9 @@ class FakeKube:
         self.log_requests: list[dict] = []
         self.chunk_lines = 3
         self.server = "fake://"
+        self.created: list[dict] = []
+        self.deleted: list[tuple[str, str]] = []
+        self.on_create = None
 
     # -- the seam ---------------------------------------------------------------------------
 
@@ -222,6 +225,24 @@ class FakeKube:
             t = dt.datetime.strptime(since_time, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
             since_ns = int(t.timestamp()) * 1_000_000_000
         return FakeResp(self, (pod, container, attempt), since_ns, follow, self.chunk_lines)
+
+    def create(self, obj: dict, *, dry_run: bool = False) -> dict:
+        """Store `obj` (409 if it exists); `on_create(obj)` lets a test play the operator."""
+        key = (obj["kind"], obj["metadata"]["name"])
+        if key in self.objects:
+            raise ApiError(409, f"{obj['kind']} {key[1]} already exists", f"create {obj['kind']} {key[1]}", self.server)
+        copy = json.loads(json.dumps(obj))
+        self.created.append(copy)
+        if not dry_run:
+            self.put(copy)
+            if self.on_create is not None:
+                self.on_create(copy)
+        return json.loads(json.dumps(copy))
+
+    def delete(self, res: Resource, name: str, *, propagation: str = "Background", namespace=None) -> bool:
+        self.deleted.append((res.kind, name))
+        with self.cond:
+            return self.objects.pop((res.kind, name), None) is not None
 
     # -- test controls ----------------------------------------------------------------------
 

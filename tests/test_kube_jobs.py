@@ -33,11 +33,8 @@ def test_pod_problems_in_user_words():
     p["status"]["containerStatuses"][0]["state"]["waiting"]["message"] = 'Back-off pulling image "x"'
     assert J.pod_problem(p) == 'ImagePullBackOff in container pytorch: Back-off pulling image "x"'
     p = pod("p", "j", state="CrashLoopBackOff", restart=3)
-    p["status"]["containerStatuses"][0]["lastState"] = {"terminated": {"reason": "OOMKilled", "exitCode": 137}}
-    assert J.pod_problem(p).startswith("CrashLoopBackOff in container pytorch") and "last exit: OOMKilled" in J.pod_problem(p)
-    p = pod("p", "j", phase="Failed", state="terminated")
-    p["status"]["containerStatuses"][0]["state"]["terminated"] = {"reason": "OOMKilled", "exitCode": 137}
-    assert J.pod_problem(p) == "OOMKilled: container pytorch ran out of memory (exit 137)"
+    p["status"]["containerStatuses"][0]["lastState"] = {"terminated": {"reason": "Error", "exitCode": 1}}
+    assert J.pod_problem(p).startswith("CrashLoopBackOff in container pytorch") and "last exit: Error" in J.pod_problem(p)
     p = pod("p", "j", phase="Failed")
     p["status"].update(reason="Evicted", message="The node was low on resource: memory.")
     assert J.pod_problem(p) == "Evicted: The node was low on resource: memory."
@@ -82,3 +79,60 @@ def test_find_run_resolves_experiment_to_newest_and_refuses_foreign_jobs():
     fk.put(foreign)
     with pytest.raises(BadInput, match="not created by the launcher"):
         J.find_run(fk, "theirs")
+
+
+def _with_limit(p: dict, memory: str | None) -> dict:
+    if memory:
+        p["spec"]["containers"][0]["resources"] = {"limits": {"memory": memory, "cpu": "1"}}
+    return p
+
+
+def test_oomkilled_names_the_memory_limit_and_the_field_to_raise():
+    # current state terminated
+    p = _with_limit(pod("p", "j", phase="Failed", state="terminated", container="trainer"), "512Mi")
+    p["status"]["containerStatuses"][0]["state"]["terminated"] = {"reason": "OOMKilled", "exitCode": 137}
+    assert J.pod_problem(p) == \
+        "container trainer was OOMKilled (memory limit 512Mi, exit 137); raise resources.memory"
+    # lastState, container restarted and running again
+    p = _with_limit(pod("p", "j", container="pytorch", restart=1), "128Gi")
+    p["status"]["containerStatuses"][0]["lastState"] = {"terminated": {"reason": "OOMKilled", "exitCode": 137}}
+    assert J.pod_problem(p) == \
+        "container pytorch was OOMKilled (memory limit 128Gi, exit 137); raise resources.memory"
+    # lastState while in CrashLoopBackOff: OOMKilled wins over the generic back-off
+    p = _with_limit(pod("p", "j", state="CrashLoopBackOff", restart=3), "2Gi")
+    p["status"]["containerStatuses"][0]["lastState"] = {"terminated": {"reason": "OOMKilled", "exitCode": 137}}
+    assert J.pod_problem(p) == ("container pytorch was OOMKilled (memory limit 2Gi, exit 137, restarting "
+                                "(CrashLoopBackOff)); raise resources.memory")
+    # no limit: the node ran out
+    p = pod("p", "j", phase="Failed", state="terminated")
+    p["status"]["containerStatuses"][0]["state"]["terminated"] = {"reason": "OOMKilled"}
+    assert J.pod_problem(p) == \
+        "container pytorch was OOMKilled (no memory limit: the node ran out of memory); raise resources.memory"
+    # the Ray head's field is head_memory; an init container's limit is the launcher's
+    p = _with_limit(pod("p", "j", container="ray-head", phase="Failed", state="terminated"), "16Gi")
+    p["metadata"]["labels"]["grpo.launcher.io/role"] = "head"
+    p["status"]["containerStatuses"][0]["state"]["terminated"] = {"reason": "OOMKilled", "exitCode": 137}
+    assert J.pod_problem(p).endswith("(memory limit 16Gi, exit 137); raise resources.head_memory")
+    p = pod("p", "j", phase="Pending", state="running")
+    p["spec"]["initContainers"] = [{"name": "prepare-data", "resources": {"limits": {"memory": "2Gi"}}}]
+    p["status"]["initContainerStatuses"] = [{"name": "prepare-data", "restartCount": 0, "state": {
+        "terminated": {"reason": "OOMKilled", "exitCode": 137}}}]
+    assert J.pod_problem(p).startswith("container prepare-data was OOMKilled (memory limit 2Gi, exit 137); "
+                                       "the init container's limit is fixed")
+
+
+def test_status_verb_reports_oomkilled_with_the_limit(monkeypatch, capsys):
+    from launcher.cli import main
+    from launcher.commands import _cluster
+
+    fk = FakeKube()
+    fk.events_for = lambda names: []
+    job = "exp-abcdef12"
+    fk.put(pytorchjob(job, (("Failed", "True"),)))
+    p = _with_limit(pod(f"{job}-master-0", job, phase="Failed", state="terminated"), "512Mi")
+    p["status"]["containerStatuses"][0]["state"]["terminated"] = {"reason": "OOMKilled", "exitCode": 137}
+    fk.put(p)
+    monkeypatch.setattr(_cluster, "connect", lambda args, namespace=None: fk)
+    assert main(["status", job]) == 0
+    out = capsys.readouterr().out
+    assert "! container pytorch was OOMKilled (memory limit 512Mi, exit 137); raise resources.memory" in out

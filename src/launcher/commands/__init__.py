@@ -9,6 +9,7 @@ the Kubernetes client.
 VERBS: dict[str, str] = {
     "validate": "validate",
     "render": "render",
+    "doctor": "doctor",
     "submit": "submit",
     "status": "status",
     "list": "list_runs",

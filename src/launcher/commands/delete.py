@@ -24,23 +24,12 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from launcher import labels as L
     from launcher.commands._cluster import connect, err
-    from launcher.kube import CONFIGMAP, PVC
     from launcher.kube import jobs as J
 
     kube = connect(args)
     ref = J.find_run(kube, args.name)
-    policy = args.cascade.capitalize()
-    kube.delete(ref.resource, ref.name, propagation=policy)
-    print(f"deleted {ref.resource.kind} {ref.name} (propagation {policy})")
-    # Only objects carrying this run's labels *and* part-of=grpo-launcher.
-    selector = f"{L.instance_selector(ref.name)},{L.OWNED_SELECTOR}"
-    kinds = [CONFIGMAP] + ([] if args.keep_pvc else [PVC])
-    for res in kinds:
-        for obj in kube.list(res, selector=selector):
-            if kube.delete(res, obj["metadata"]["name"], propagation=policy):
-                print(f"deleted {res.kind} {obj['metadata']['name']}")
+    delete_run(kube, ref, propagation=args.cascade.capitalize(), keep_pvc=args.keep_pvc)
     if args.no_wait:
         return 0
     deadline = time.monotonic() + args.timeout
@@ -60,3 +49,17 @@ def run(args: argparse.Namespace) -> int:
             time.sleep(1)
     print(f"{ref.name}: all pods gone")
     return 0
+
+
+def delete_run(kube, ref, *, propagation: str = "Foreground", keep_pvc: bool = False, on_deleted=print) -> None:
+    """Delete the job, then the ConfigMap (and PVC) carrying this run's labels *and* part-of=grpo-launcher."""
+    from launcher import labels as L
+    from launcher.kube import CONFIGMAP, PVC
+
+    kube.delete(ref.resource, ref.name, propagation=propagation)
+    on_deleted(f"deleted {ref.resource.kind} {ref.name} (propagation {propagation})")
+    selector = f"{L.instance_selector(ref.name)},{L.OWNED_SELECTOR}"
+    for res in [CONFIGMAP] + ([] if keep_pvc else [PVC]):
+        for obj in kube.list(res, selector=selector):
+            if kube.delete(res, obj["metadata"]["name"], propagation=propagation):
+                on_deleted(f"deleted {res.kind} {obj['metadata']['name']}")

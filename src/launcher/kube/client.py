@@ -275,6 +275,58 @@ class Kube:
             raise
         return any(r.get("name") == res.plural for r in out.get("resources") or [])
 
+    def version(self) -> dict:
+        """The server's build info (kubectl `version`): `gitVersion`, `major`, `minor`, ..."""
+        return self.request("GET", "/version", what="read the server version")
+
+    def api_groups(self) -> dict[str, list[str]]:
+        """Served API groups and their versions, preferred version first (kubectl `api-versions`)."""
+        out = self.request("GET", "/apis", what="discover API groups")
+        groups: dict[str, list[str]] = {}
+        for g in out.get("groups") or []:
+            versions = [v.get("version") for v in g.get("versions") or [] if v.get("version")]
+            preferred = (g.get("preferredVersion") or {}).get("version")
+            if preferred in versions:
+                versions = [preferred] + [v for v in versions if v != preferred]
+            groups[g.get("name", "")] = versions
+        return groups
+
+    def api_resources(self, group: str, version: str) -> list[str] | None:
+        """Resource names (plurals, with subresources like `pods/log`) served at group/version; None if not served."""
+        try:
+            out = self.request("GET", f"/apis/{group}/{version}" if group else f"/api/{version}",
+                               what=f"discover {group}/{version}")
+        except ApiError as exc:
+            if exc.status in (404, 503):
+                return None
+            raise
+        return [r.get("name", "") for r in out.get("resources") or []]
+
+    def access_review(self, verb: str, group: str, resource: str, *, subresource: str = "",
+                      namespace: str | None = None) -> tuple[bool, str]:
+        """May the current user `verb` the resource? (kubectl `auth can-i`): (allowed, reason)."""
+        attrs = {"verb": verb, "group": group, "resource": resource}
+        if subresource:
+            attrs["subresource"] = subresource
+        if namespace:
+            attrs["namespace"] = namespace
+        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                "spec": {"resourceAttributes": attrs}}
+        out = self.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body=body,
+                           what=f"review access to {verb} {resource}")
+        st = out.get("status") or {}
+        return bool(st.get("allowed")), st.get("reason") or ""
+
+    def whoami(self) -> str | None:
+        """The authenticated user name (kubectl `auth whoami`), or None when the server cannot tell."""
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        try:
+            out = self.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", body=body,
+                               what="review the current user")
+        except ApiError:
+            return None
+        return ((out.get("status") or {}).get("userInfo") or {}).get("username")
+
 
 class ApiError(ClusterError):
     """A non-2xx answer from the API server: one line, with the status kept for callers."""

@@ -210,21 +210,53 @@ def pod_problem(pod: dict) -> str | None:
     for c in st.get("conditions") or []:
         if c.get("type") == "PodScheduled" and c.get("status") == "False":
             return f"{c.get('reason') or 'Unschedulable'}: {c.get('message') or ''}".strip()
-    for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
+    init = [(cs, True) for cs in st.get("initContainerStatuses") or []]
+    for cs, is_init in init + [(cs, False) for cs in st.get("containerStatuses") or []]:
         state = cs.get("state") or {}
         w = state.get("waiting") or {}
-        if w.get("reason") in ("ImagePullBackOff", "ErrImagePull", "CrashLoopBackOff", "CreateContainerConfigError",
-                               "CreateContainerError", "InvalidImageName", "RunContainerError"):
-            last = ((cs.get("lastState") or {}).get("terminated") or {}).get("reason")
-            extra = f" (last exit: {last})" if last else ""
+        now = state.get("terminated") or {}
+        last = (cs.get("lastState") or {}).get("terminated") or {}
+        oom = now if now.get("reason") == "OOMKilled" else last if last.get("reason") == "OOMKilled" else None
+        if w.get("reason") in ("ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
+                               "CreateContainerError", "InvalidImageName", "RunContainerError") \
+                or (w.get("reason") == "CrashLoopBackOff" and oom is None):
+            extra = f" (last exit: {last['reason']})" if last.get("reason") else ""
             return f"{w['reason']} in container {cs.get('name')}: {w.get('message') or ''}{extra}".strip()
-        t = state.get("terminated") or (cs.get("lastState") or {}).get("terminated") or {}
-        if t.get("reason") == "OOMKilled":
-            return f"OOMKilled: container {cs.get('name')} ran out of memory (exit {t.get('exitCode')})"
-        if (state.get("terminated") or {}).get("exitCode") not in (None, 0):
+        if oom is not None:
+            return oom_problem(pod, cs.get("name") or "?", oom, init=is_init,
+                               restarting=w.get("reason") == "CrashLoopBackOff")
+        if now.get("exitCode") not in (None, 0):
             t = state["terminated"]
             return f"container {cs.get('name')} exited {t.get('exitCode')} ({t.get('reason') or 'Error'})"
     return None
+
+
+def memory_limit(pod: dict, container: str) -> str | None:
+    """The memory limit of a container (or init container) as written in the pod spec, if any."""
+    spec = pod.get("spec") or {}
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        if c.get("name") == container:
+            return ((c.get("resources") or {}).get("limits") or {}).get("memory")
+    return None
+
+
+def oom_problem(pod: dict, container: str, terminated: dict, *, init: bool = False, restarting: bool = False) -> str:
+    """`container X was OOMKilled (memory limit 512Mi, exit 137); raise resources.memory` (the field to change)."""
+    limit = memory_limit(pod, container)
+    role = ((pod.get("metadata") or {}).get("labels") or {}).get(L.ROLE_LABEL)
+    if init:
+        fix = "the init container's limit is fixed by the launcher (render.py init_resources); report it"
+    elif role == "head":
+        fix = "raise resources.head_memory"
+    elif role == "submitter":
+        fix = "the RayJob submitter's limit is fixed by the launcher (render.py); report it"
+    else:
+        fix = "raise resources.memory"
+    what = f"memory limit {limit}" if limit else "no memory limit: the node ran out of memory"
+    exit_code = terminated.get("exitCode")
+    detail = f"{what}, exit {exit_code}" if exit_code is not None else what
+    again = ", restarting (CrashLoopBackOff)" if restarting else ""
+    return f"container {container} was OOMKilled ({detail}{again}); {fix}"
 
 
 def pending_reason(pod: dict) -> str:

@@ -1,0 +1,176 @@
+"""`launcher doctor CONFIG`: check a cluster can run an experiment before spending GPU time on it."""
+
+from __future__ import annotations
+
+import argparse
+
+from launcher.commands._cluster import add_cluster_arguments
+from launcher.commands._common import add_config_arguments
+
+HELP = "check that the cluster can run CONFIG (API, operators, Kueue, GPU nodes, RBAC; --smoke: a real job)"
+DESCRIPTION = (
+    "One line per check: ✓ ok, ! warning, ✗ failed (with the cause and the fix). Checks, in order: the API server "
+    "and its version; the namespace; what the cluster serves (the backend's CRDs, TrainJob, Kueue and "
+    "scheduling.queue's LocalQueue/ClusterQueue); nodes matching the GPU label and node selector whose taints the "
+    "config tolerates, with enough GPUs free on distinct nodes; RBAC (a SelfSubjectAccessReview per permission "
+    "`launcher rbac` grants). --smoke then submits a small job derived from the experiment (workload: smoke, same "
+    "image, pods, resources and backend, named <name>-doctor), follows it and reports its in-pod checks (image, "
+    "/dev/shm, pods reaching each other, NCCL), deleting it afterwards unless --keep. Exit codes: 0 every check "
+    "passed (warnings allowed), 1 a check failed, 2 bad input (nothing sent), 3 cluster unreachable or refused."
+)
+NAME_WIDTH = 19  # "smoke: verl-config" + 1
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_config_arguments(parser)
+    add_cluster_arguments(parser)
+    parser.add_argument("--smoke", action="store_true",
+                        help="also submit a small real job from the experiment (workload: smoke) and check it")
+    parser.add_argument("--timeout", type=float, default=600, metavar="SECONDS",
+                        help="--smoke: give the smoke job this long to finish (default 600)")
+    parser.add_argument("--keep", action="store_true", help="--smoke: keep the smoke job (default: delete it)")
+    parser.add_argument("-o", "--output", choices=["text", "json"], default="text",
+                        help="text: one line per check as it completes; json: one document at the end")
+
+
+class _Out:
+    """Prints checks as they complete (text) or collects them for one JSON document."""
+
+    def __init__(self, fmt: str):
+        self.fmt = fmt
+        self.checks: list = []
+
+    def add(self, *checks) -> None:
+        for c in checks:
+            self.checks.append(c)
+            if self.fmt == "text":
+                print(c.line(NAME_WIDTH), flush=True)
+
+    def finish(self, code: int, **meta) -> int:
+        if self.fmt == "json":
+            import json
+
+            print(json.dumps({**meta, "checks": [c.to_json() for c in self.checks], "exit_code": code}, indent=2,
+                             ensure_ascii=False))
+        else:
+            counts = {s: sum(c.status == s for c in self.checks) for s in ("ok", "warn", "fail")}
+            print(f"{counts['ok']} ok, {counts['warn']} warning(s), {counts['fail']} failed", flush=True)
+        return code
+
+
+def run(args: argparse.Namespace) -> int:
+    from launcher import doctor as D
+    from launcher.commands import _cluster
+    from launcher.commands._common import load_from_args
+    from launcher.errors import EXIT_CLUSTER, ClusterError
+
+    if args.namespace:
+        args.sets = [*args.sets, f"scheduling.namespace={args.namespace}"]
+    spec = load_from_args(args)  # BadInput (exit 2) before any client exists
+    smoke = D.smoke_spec(spec) if args.smoke else None  # the same, for the smoke job
+    out = _Out(args.output)
+    meta = {"config": args.config, "experiment": spec.name, "backend": spec.backend,
+            "namespace": spec.scheduling.namespace}
+    try:
+        kube = _cluster.connect(args, spec.scheduling.namespace)
+    except ClusterError as exc:
+        out.add(D.Check("api-server", D.FAIL, str(exc), "pass --kubeconfig/--context or set $KUBECONFIG"))
+        return out.finish(EXIT_CLUSTER, **meta)
+    kube.namespace = spec.scheduling.namespace
+    try:
+        out.add(D.check_api_server(kube))
+    except ClusterError as exc:
+        out.add(D.unreachable(kube, exc))
+        return out.finish(EXIT_CLUSTER, **meta)
+    try:
+        out.add(check_namespace(kube, spec))
+        served = D.discover(kube)
+        out.add(D.check_backend(spec, served))
+        out.add(D.check_kueue(kube, spec, served))
+        out.add(D.check_nodes(kube, spec))
+        out.add(D.check_rbac(kube, spec))
+        if smoke is not None:
+            if any(c.status == D.FAIL for c in out.checks):
+                out.add(D.Check("smoke", D.WARN, "not run: fix the failed checks above first"))
+            else:
+                out.add(*run_smoke(kube, smoke, args))
+    except ClusterError as exc:
+        out.add(D.Check("cluster", D.FAIL, f"the cluster stopped answering or refused: {exc}",
+                        "rerun once the API server is healthy (kubectl cluster-info)"))
+        return out.finish(EXIT_CLUSTER, **meta)
+    return out.finish(D.exit_code(out.checks), **meta)
+
+
+def check_namespace(kube, spec):
+    from launcher import doctor as D
+    from launcher.kube import NAMESPACE, ApiError
+
+    ns = spec.scheduling.namespace
+    try:
+        found = kube.get(NAMESPACE, ns) is not None
+    except ApiError as exc:
+        if exc.status != 403:
+            raise
+        return D.Check("namespace", D.OK, f"{ns} (cannot read Namespace objects: assumed to exist)")
+    if not found:
+        return D.Check("namespace", D.FAIL, f"namespace {ns} does not exist",
+                       f"kubectl create namespace {ns}, or use another: -n NAMESPACE (scheduling.namespace)")
+    return D.Check("namespace", D.OK, ns)
+
+
+def run_smoke(kube, spec, args) -> list:
+    """Submit the smoke job, follow it to the end (or --timeout), read its `[smoke]` lines, delete it."""
+    from launcher import doctor as D
+    from launcher.commands._cluster import err
+    from launcher.commands.delete import delete_run
+    from launcher.commands.submit import create_all
+    from launcher.config import dump_spec
+    from launcher.follow import LogFollower
+    from launcher.kube import JOB_RESOURCES, ApiError
+    from launcher.kube import jobs as J
+    from launcher.render import render, to_yaml
+    from launcher.runs import RunDir
+
+    res = JOB_RESOURCES[spec.backend]
+    name = spec.job_name
+    ns = spec.scheduling.namespace
+    if kube.get(res, name) is not None:
+        return [D.Check("smoke: submit", D.FAIL, f"{res.kind} {name} from an earlier doctor run is still there",
+                        f"launcher delete {name} -n {ns}")]
+    objects = render(spec)
+    run_dir = RunDir.of(name, args.runs_dir).ensure()
+    run_dir.write_text(run_dir.spec, dump_spec(spec))
+    run_dir.write_text(run_dir.manifests, to_yaml(objects))
+    try:
+        job = create_all(kube, objects, on_notice=err)  # rolls back what it created on a failure
+    except ApiError as exc:
+        fix = (D.rbac_fix(ns, kube.whoami()) if exc.status == 403 else
+               "the API server refused the smoke job's objects: check admission policies (the message) or "
+               "report it with the rendered manifests (launcher render CONFIG)")
+        return [D.Check("smoke: submit", D.FAIL, f"could not create the smoke job: {exc}", fix)]
+    err(f"doctor: submitted smoke {res.kind} {name} in {ns}; following it (at most {args.timeout:g}s)")
+    ref = J.JobRef(spec.backend, name, job)
+    pods: dict[str, dict] = {}
+    lines: dict[str, list[str]] = {}
+
+    def on_status(state, seen):
+        for p in seen:
+            pods[(p.get("metadata") or {}).get("uid") or p["metadata"]["name"]] = p
+            lines.setdefault(J.short_name(p, name), [])
+
+    def on_line(short, line):
+        lines.setdefault(short, []).append(line)
+
+    try:
+        follower = LogFollower(kube, ref, run_dir, on_line=on_line, on_notice=lambda m: err(f"doctor: {m}"),
+                               on_status=on_status, metrics=False)
+        result = follower.run(follow=True, timeout=args.timeout)
+    finally:
+        if not args.keep:
+            delete_run(kube, ref, on_deleted=lambda m: err(f"doctor: {m}"))
+    outcome = D.SmokeOutcome(name, result.state, list(pods.values()), lines,
+                             timed_out=not result.state.finished, timeout=args.timeout)
+    checks = D.smoke_checks(spec, outcome)
+    if args.keep:
+        checks.append(D.Check("smoke: kept", D.OK, f"{res.kind} {name} kept (logs in {run_dir.path})"))
+    return checks
