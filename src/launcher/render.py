@@ -350,6 +350,18 @@ def spec_document(spec: ExperimentSpec) -> str:
     return canonical.yaml_document(spec.model_dump(mode="json"))
 
 
+def pytorchjob_restart_policy(spec: ExperimentSpec) -> str:
+    """The PyTorchJob replicas' restart policy: `OnFailure` when run_policy.backoff_limit allows retries, else `Never`.
+
+    training-operator v1.9 counts only container restarts of OnFailure/Always/ExitCode replicas against
+    backoffLimit (`core.PastBackoffLimit`); with `Never` a failed pod fails the job whatever the limit. ExitCode
+    recreates the pod instead, with a restart count of 0, so a container that is OOM-killed every time would be
+    retried forever. OnFailure restarts the container in place (the kubelet's back-off between tries) and
+    stops at the limit. A restarted trainer starts over unless trainer.resume_mode resumes it.
+    """
+    return "OnFailure" if spec.run_policy.backoff_limit > 0 else "Never"
+
+
 def render(spec: ExperimentSpec, *, component: Component = "trainer", gitops: bool = False,
            entry_args: tuple[str, ...] = (), instance: str | None = None) -> list[dict]:
     """Render the objects of one run, in apply order: PVC, ConfigMap, then the job.
@@ -383,14 +395,13 @@ def render(spec: ExperimentSpec, *, component: Component = "trainer", gitops: bo
         workers=0,
     )
     if spec.backend == "pytorchjob":
+        restart = pytorchjob_restart_policy(spec)
         gpu_pod = _pod_parts(spec, instance=instance, configmap=cm, gpu=True, command=command,
-                             restart_policy="Never", component=component)
+                             restart_policy=restart, component=component)
         job = _render_template(
             "pytorchjob.yaml.j2", **{**common, "workers": spec.resources.nodes - 1},
             gpu_pod=gpu_pod,
-            # OnFailure would restart a crashed verl in place and silently redo steps; failures go
-            # through backoffLimit instead, and the job's conditions stay truthful.
-            replica_restart_policy="Never",
+            replica_restart_policy=restart,
             # Gang admission: Kueue admits a suspended job as a whole; without Kueue the PodGroup's
             # minAvailable keeps a gang scheduler from starting part of a multi-node run.
             min_available=spec.resources.nodes if spec.resources.nodes > 1 and not spec.scheduling.queue else None,

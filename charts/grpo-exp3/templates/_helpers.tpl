@@ -261,7 +261,7 @@ metadata:
   labels: {{ $labels | toJson }}
   annotations: {{ $sched.pod_annotations | default dict | toJson }}
 spec:
-  restartPolicy: "Never"
+  restartPolicy: {{ get . "restartPolicy" | default "Never" | quote }}
   automountServiceAccountToken: false
   enableServiceLinks: false
   terminationGracePeriodSeconds: 120
