@@ -30,6 +30,8 @@ if [ ! -f "$tarball" ]; then
     "$SUITE" "$tarball.tmp" \
     "deb $MIRROR $SUITE main" "deb $MIRROR $SUITE-updates main" "deb $SECURITY_MIRROR $SUITE-security main"
   mv "$tarball.tmp" "$tarball"
+  # Tarballs of earlier inputs are dead weight (180 MB each).
+  find "$(dirname "$tarball")" -maxdepth 1 -name "debian-$SUITE-*.tar" ! -name "$(basename "$tarball")" -delete
 fi
 
 say "importing $tarball as $name"

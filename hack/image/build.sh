@@ -7,10 +7,11 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=common.sh
 . "$HERE/common.sh"
 
-# Everything that can change the image. REVISION/CREATED labels are deliberately not inputs: a new commit
+# Everything that can change the image (import.sh and ctr-smoke.sh do not). REVISION/CREATED labels are deliberately not inputs: a new commit
 # that changes none of these files keeps the archive (its revision label is the commit it was built at).
 INPUTS=(docker/Dockerfile.cpu requirements/verl-test.txt docker/requirements.lock docker/check_lock.py
-        pyproject.toml README.md src tests/fixtures/gsm8k/README.md tests/fixtures/gsm8k/main hack/image)
+        pyproject.toml README.md src tests/fixtures/gsm8k/README.md tests/fixtures/gsm8k/main
+        hack/image/common.sh hack/image/base.sh hack/image/wheels.sh hack/image/pins.py hack/image/build.sh)
 inputs=$( { hash_inputs "${INPUTS[@]}"; echo "$IMAGE_REF ${TORCH_INDEX_URL:-}"; } | sha256sum | cut -c1-64)
 if [ -f "$ARCHIVE" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$inputs" ]; then
   say "up to date: $ARCHIVE ($IMAGE_REF)"

@@ -9,6 +9,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/common.sh"
 
 D="$GRPO_CACHE/image-smoke"
+CGROUP=/grpo-image-smoke      # a cgroup parent of our own, removed at the end
 SOCK="$D/containerd.sock"
 ARCHIVE=${GRPO_CPU_ARCHIVE:-$ARCHIVE}
 rm -rf "$D" && mkdir -p "$D"
@@ -53,6 +54,8 @@ cleanup() {
   # Snapshots are mounted only while a container runs; unmount anything left before removing the state.
   grep -o " $D/[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
   [ -n "${KEEP:-}" ] || rm -rf "$D"
+  # runc removes the container's cgroups, not their parent (ctr's default parent would be /k8s.io).
+  for c in /sys/fs/cgroup/*"$CGROUP"; do [ -d "$c" ] && rmdir "$c" 2>/dev/null || true; done
 }
 trap cleanup EXIT
 for _ in $(seq 50); do ctr --address "$SOCK" version >/dev/null 2>&1 && break; sleep 0.2; done
@@ -60,17 +63,19 @@ ctr --address "$SOCK" version >/dev/null
 
 t=$SECONDS; "$HERE/import.sh" "$SOCK"; say "import cold: $((SECONDS - t)) s"
 t=$SECONDS; "$HERE/import.sh" "$SOCK"; say "import warm: $((SECONDS - t)) s"
+say "unpacked in containerd: $(du -sh "$D/root/io.containerd.snapshotter.v1.overlayfs" | cut -f1) snapshots, $(du -sh "$D/root/io.containerd.content.v1.content" | cut -f1) content"
 
 # ctr 1.6 has no --user and no --entrypoint: the process runs as the image's USER (1000:1000), and
-# arguments after the container id replace the whole command line (entrypoint included), so the first run
-# spells out the entrypoint, tini included. /tmp and /home/verl are tmpfs as in the pods (emptyDir volumes).
+# arguments after the container id replace the whole command line, entrypoint included (checked). So the
+# first run passes none: the image's own ENTRYPOINT + CMD, `tini -- python3 -m launcher.entrypoint --help`.
+# /tmp and /home/verl are tmpfs, as the pods' emptyDir volumes are.
 run() {
-  ctr --address "$SOCK" -n k8s.io run --rm --read-only --runc-root "$D/runc" \
+  ctr --address "$SOCK" -n k8s.io run --rm --read-only --runc-root "$D/runc" --cgroup "$CGROUP/grpo-smoke" \
     --mount type=tmpfs,src=tmpfs,dst=/tmp,options=rw:nosuid:nodev \
     --mount type=tmpfs,src=tmpfs,dst=/home/verl,options=rw:nosuid:nodev:uid=1000:gid=1000 \
     "$IMAGE_REF" grpo-smoke "$@"
 }
-run /usr/bin/tini -- python3 -m launcher.entrypoint --help | head -3
+run >"$D/help.txt"; head -3 "$D/help.txt"; grep -q -- '--config' "$D/help.txt"
 run sh -c 'set -e; id; test "$(id -u):$(id -g)" = 1000:1000; test "$(id -un)" = verl; test -x /usr/bin/tini
   echo "pwd=$(pwd) HOME=$HOME"; test "$(pwd)" = /workspace
   if touch /opt/venv/x 2>/dev/null; then echo "root filesystem is writable"; exit 1; fi

@@ -7,7 +7,7 @@ The image installs requirements/verl-test.txt (cp311, hashed) plus what this wri
     (kubernetes, scipy, matplotlib and friends), resolved by pip on this CPython 3.11 with
     docker/requirements.lock's versions as constraints; where a lock version has no cp311 build
     (scipy 1.18.1, contourpy 1.4.0 need Python >= 3.12) its constraint is dropped and pip picks;
-  * verl==0.9.1 with the lock's hashes (installed --no-deps, like `make verl-env`).
+  * verl==0.9.1 with the lock's hashes (installed --no-deps, like `make verl-env`), and wheel.
 Every line carries hashes: the lock's where the version is the lock's, else the sha256 of the file pip
 selected (the index's published hash), so `pip download --require-hashes` verifies every file.
 """
@@ -69,8 +69,8 @@ def main() -> int:
             info = item["download_info"]["archive_info"]
             hashes = [info["hashes"]["sha256"]] if "hashes" in info else [info["hash"].split("=", 1)[1]]
         lines.append(f"{name}=={version} " + " ".join(f"--hash=sha256:{h}" for h in hashes) + "\n")
-    # verl (installed --no-deps), and wheel: pip 23.0 (bookworm's ensurepip) builds the one sdist,
-    # antlr4-python3-runtime 4.9.3 (no pyproject.toml), in an isolated env of setuptools + wheel.
+    # verl (installed --no-deps, as `make verl-env` does), and wheel, which the GPU image has from the lock
+    # (setuptools comes from verl-test.txt; the launcher is built --no-build-isolation with it).
     for name in ("verl", "wheel"):
         hashes = " ".join(f"--hash=sha256:{h}" for h in sorted(lock_hashes[name]))
         lines.append(f"{name}=={lock_pins[name]} {hashes}\n")
