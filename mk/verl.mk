@@ -1,5 +1,5 @@
 # The training image and the verl test environment (docker/README.md).
-# verl-env: what tests/verl needs, installed into $(VENV); docker-lint: hadolint on docker/Dockerfile;
+# verl-env: what tests/verl needs, installed into $(VENV); docker-lint: hadolint on docker/Dockerfile{,.cpu};
 # lock / lock-check: docker/requirements.lock, generated with uv's resolver and proven with pip's.
 
 TOOLS_VENV ?= .cache/tools
@@ -47,9 +47,10 @@ verl-test-lock: $(UV) ## Regenerate requirements/verl-test.txt from requirements
 	  --custom-compile-command 'make verl-test-lock' --output-file requirements/verl-test.txt
 
 .PHONY: docker-lint
-docker-lint: $(HADOLINT) ## Lint docker/Dockerfile with hadolint (config: .hadolint.yaml; any finding fails)
+docker-lint: $(HADOLINT) ## Lint docker/Dockerfile and docker/Dockerfile.cpu with hadolint (.hadolint.yaml, .hadolint.cpu.yaml; any finding fails)
 	$(HADOLINT) --version
-	$(HADOLINT) --config .hadolint.yaml docker/Dockerfile && echo "hadolint: no findings"
+	$(HADOLINT) --config .hadolint.yaml docker/Dockerfile && echo "hadolint docker/Dockerfile: no findings"
+	$(HADOLINT) --config .hadolint.cpu.yaml docker/Dockerfile.cpu && echo "hadolint docker/Dockerfile.cpu: no findings"
 
 .PHONY: lock
 lock: $(UV) ## Regenerate docker/requirements.lock (uv resolver; linux x86_64, glibc 2.39, CPython 3.12, hashes)

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Import the CPU image's OCI archive into a containerd (namespace k8s.io, where the kubelet's CRI looks).
+#   hack/image/import.sh [ADDRESS]      ADDRESS defaults to $GRPO_CLUSTER_DIR/node/containerd.sock
+# Skipped when that containerd already has the image name pointing at the archive's manifest digest, so a
+# warm cluster-up does not re-read 6 GB.
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=common.sh
+. "$HERE/common.sh"
+
+CLUSTER_DIR=${GRPO_CLUSTER_DIR:-$GRPO_CACHE/cluster}
+ADDRESS=${1:-$CLUSTER_DIR/node/containerd.sock}
+ARCHIVE=${GRPO_CPU_ARCHIVE:-$ARCHIVE}
+NS=k8s.io
+[ -f "$ARCHIVE" ] || { say "no archive $ARCHIVE: run \`make image-cpu\` first"; exit 2; }
+ctrc() { ctr --address "$ADDRESS" -n "$NS" "$@"; }
+
+# The archive's manifest digest and name, from its index.json (tarfile seeks over the blobs: a second or less).
+read -r want ref < <(python3 - "$ARCHIVE" <<'PY'
+import json, sys, tarfile
+with tarfile.open(sys.argv[1]) as t:
+    index = json.load(t.extractfile("index.json"))
+m = index["manifests"][0]
+print(m["digest"], m.get("annotations", {}).get("org.opencontainers.image.ref.name", ""))
+PY
+)
+[ -n "$ref" ] || ref=$IMAGE_REF
+have=$(ctrc images ls 2>/dev/null | awk -v r="$ref" '$1 == r { print $3 }')
+if [ "$have" = "$want" ]; then
+  say "$ref already in $ADDRESS ($NS) at $want"
+  exit 0
+fi
+say "importing $ref ($want) into $ADDRESS ($NS)"
+# ctr takes the name from the archive's ref.name annotation and unpacks into the default snapshotter
+# (overlayfs), which the CRI then uses as is; the CRI adds its own sha256:<config> name. (--digests would
+# add an "import-<date>@sha256:..." name as well: clutter.)
+ctrc images import "$ARCHIVE"
+have=$(ctrc images ls | awk -v r="$ref" '$1 == r { print $3 }')
+[ "$have" = "$want" ] || { say "import did not yield $ref at $want (got '${have:-nothing}')"; exit 1; }
+say "imported $ref"

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The CPU image's wheelhouse, downloaded on the HOST: the build steps then install with --no-index, so
+# the image never needs network access, this machine's proxy CA, or any credential.
+#   hack/image/wheels.sh        -> prints the wheelhouse directory ($GRPO_CACHE/wheels/cpu-image-<hash>)
+# Cached by the hash of its inputs (the pins and the scripts that turn them into files).
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=common.sh
+. "$HERE/common.sh"
+
+PYTHON=${GRPO_WHEEL_PYTHON:-python3}
+# The wheels must match the image's interpreter (bookworm: CPython 3.11, glibc 2.36, x86_64). pip picks
+# files for the interpreter that runs it, so that interpreter must be a CPython 3.11 on linux x86_64.
+"$PYTHON" -c 'import sys, platform; sys.exit(sys.version_info[:2] != (3, 11) or platform.machine() != "x86_64")' \
+  || { say "GRPO_WHEEL_PYTHON=$PYTHON is not CPython 3.11 on x86_64 (the image's Python)"; exit 2; }
+
+# TORCH_INDEX_URL (optional): an index with CPU builds of torch 2.11.0, e.g.
+# https://download.pytorch.org/whl/cpu (not reachable here). requirements/verl-test.txt's torch line and
+# its nvidia-*/cuda-* dependencies are then replaced by that index's torch==2.11.0+cpu (no hashes: the
+# CPU index's files are not in our locks).
+TORCH_INDEX_URL=${TORCH_INDEX_URL:-}
+
+key=$(cd "$ROOT" && { hash_inputs requirements/verl-test.txt docker/requirements.lock pyproject.toml \
+  hack/image/pins.py hack/image/wheels.sh docker/check_lock.py; echo "$TORCH_INDEX_URL"; } | sha256sum | cut -c1-16)
+WH="$GRPO_CACHE/wheels/cpu-image-$key"
+if [ -f "$WH/.complete" ]; then echo "$WH"; exit 0; fi
+
+say "wheelhouse $WH: resolving the launcher's extra pins"
+rm -rf "$WH.tmp" && mkdir -p "$WH.tmp"
+"$PYTHON" "$HERE/pins.py" "$ROOT" "$WH.tmp/image-pins.txt"
+reqs="$ROOT/requirements/verl-test.txt"
+if [ -n "$TORCH_INDEX_URL" ]; then
+  # Drop torch and the CUDA wheels only it needs; the rest stays hash-checked.
+  "$PYTHON" - "$reqs" "$WH.tmp/verl-test.txt" <<'PY'
+import re, sys
+skip = re.compile(r"^(torch|triton|nvidia-[a-z0-9-]+|cuda-[a-z-]+)==")
+out, keep = [], True
+for line in open(sys.argv[1]):
+    if re.match(r"^[A-Za-z]", line):
+        keep = not skip.match(line)
+    if keep:
+        out.append(line)
+open(sys.argv[2], "w").writelines(out)
+PY
+  reqs="$WH.tmp/verl-test.txt"
+  "$PYTHON" -m pip download --no-deps -q -d "$WH.tmp" --index-url "$TORCH_INDEX_URL" "torch==2.11.0+cpu"
+else
+  cp "$reqs" "$WH.tmp/verl-test.txt"
+fi
+say "downloading wheels (pip's cache makes a second download cheap)"
+# --no-deps: both files are complete closures; --require-hashes: every file is checked against the pins.
+# One retry without pip's HTTP cache: a download here once came back with a wrong sha256 (triton, 188 MB, while
+# another pip filled the same cache) and a direct fetch of the same URL was fine. Files already in the
+# directory are hash-checked and kept.
+dl() { "$PYTHON" -m pip download --no-deps --require-hashes -q -d "$WH.tmp" -r "$WH.tmp/verl-test.txt" -r "$WH.tmp/image-pins.txt" "$@"; }
+dl || { say "pip download failed; retrying once without pip's cache"; dl --no-cache-dir; }
+touch "$WH.tmp/.complete"
+rm -rf "$WH" && mv "$WH.tmp" "$WH"
+say "wheelhouse: $(find "$WH" -maxdepth 1 -type f -name '*.*' | wc -l) files, $(du -sh "$WH" | cut -f1)"
+echo "$WH"

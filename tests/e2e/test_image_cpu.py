@@ -1,0 +1,180 @@
+"""The CPU image's OCI archive (`make image-cpu`, docker/Dockerfile.cpu), read with tarfile/json: no container
+engine. Checks the runtime contract shared with docker/Dockerfile (user, entrypoint, env, workdir), the labels,
+the venv and fixture paths, and that no proxy CA certificate or build-time secret made it into the image.
+
+Fails when the archive is absent (`make image-cpu` builds it; `make test` does so before pytest).
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import tarfile
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.image
+
+ROOT = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("GRPO_CACHE", Path.home() / ".cache/grpo-launcher"))
+ARCHIVE = Path(os.environ.get("GRPO_CPU_ARCHIVE", CACHE / "images/verl-grpo-cpu.oci.tar"))
+REF = "ghcr.io/grpo-launcher/verl-grpo:0.1.0-cpu"
+FIXTURE = "opt/grpo-launcher/fixtures/gsm8k"
+# Env that would leak this machine's proxy CA, an index or a proxy into the pods.
+FORBIDDEN_ENV = {"PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_CA_BUNDLE",
+                 "NODE_EXTRA_CA_CERTS", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_TRUSTED_HOST",
+                 "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "GIT_SSL_CAINFO"}
+PEM = re.compile(rb"-----BEGIN CERTIFICATE-----(.+?)-----END CERTIFICATE-----", re.S)
+
+
+@pytest.fixture(scope="module")
+def archive() -> tarfile.TarFile:
+    if not ARCHIVE.is_file():
+        pytest.fail(f"{ARCHIVE} missing: run `make image-cpu`")
+    with tarfile.open(ARCHIVE) as t:
+        yield t
+
+
+def _blob(t: tarfile.TarFile, digest: str):
+    algo, hexd = digest.split(":", 1)
+    return t.extractfile(f"blobs/{algo}/{hexd}")
+
+
+@pytest.fixture(scope="module")
+def manifest(archive):
+    index = json.load(archive.extractfile("index.json"))
+    (entry,) = index["manifests"]
+    assert entry["annotations"]["org.opencontainers.image.ref.name"] == REF
+    return json.load(_blob(archive, entry["digest"]))
+
+
+@pytest.fixture(scope="module")
+def config(archive, manifest):
+    return json.load(_blob(archive, manifest["config"]["digest"]))
+
+
+@pytest.fixture(scope="module")
+def layers(archive, manifest) -> list[tarfile.TarFile]:
+    for layer in manifest["layers"]:
+        # uncompressed layers (build.sh pushes with --disable-compression): members can be read by seeking
+        assert layer["mediaType"] == "application/vnd.oci.image.layer.v1.tar", layer["mediaType"]
+    return [tarfile.open(fileobj=_blob(archive, layer["digest"])) for layer in manifest["layers"]]
+
+
+@pytest.fixture(scope="module")
+def members(layers) -> dict[str, tuple[int, tarfile.TarInfo]]:
+    """path → (layer index, member) of the last layer that has it (whiteouts are not expected here)."""
+    out: dict[str, tuple[int, tarfile.TarInfo]] = {}
+    for i, layer in enumerate(layers):
+        for m in layer.getmembers():
+            out[m.name.removeprefix("./").rstrip("/")] = (i, m)
+    return out
+
+
+def _read(layers, members, path: str) -> bytes:
+    i, m = members[path]
+    return layers[i].extractfile(m).read()
+
+
+def _env(config) -> dict[str, str]:
+    return dict(e.split("=", 1) for e in config["config"]["Env"])
+
+
+def _gpu_dockerfile_env() -> dict[str, str]:
+    """The ENV values docker/Dockerfile sets (continuation lines joined)."""
+    text = (ROOT / "docker/Dockerfile").read_text().replace("\\\n", " ")
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("ENV "):
+            out.update(kv.split("=", 1) for kv in line[4:].split())
+    return out
+
+
+def test_runtime_contract(config):
+    c = config["config"]
+    assert c["User"] == "1000:1000"
+    assert c["Entrypoint"] == ["/usr/bin/tini", "--", "python3", "-m", "launcher.entrypoint"]
+    assert c["Cmd"] == ["--help"]
+    assert c["WorkingDir"] == "/workspace"
+    assert config["architecture"] == "amd64" and config["os"] == "linux"
+
+
+def test_env_matches_the_gpu_image(config):
+    env = _env(config)
+    assert env["VIRTUAL_ENV"] == "/opt/venv"
+    assert env["PATH"].split(":")[0] == "/opt/venv/bin"
+    gpu = _gpu_dockerfile_env()
+    # PATH has /usr/local/cuda/bin in the GPU image; DEBIAN_FRONTEND is a build-time setting there.
+    for key in sorted(set(gpu) - {"PATH", "DEBIAN_FRONTEND"}):
+        assert env.get(key) == gpu[key], key
+    assert not FORBIDDEN_ENV & set(env), FORBIDDEN_ENV & set(env)
+
+
+def test_labels(config):
+    labels = config["config"]["Labels"]
+    assert labels["org.opencontainers.image.version"] == "0.1.0-cpu"
+    assert labels["org.opencontainers.image.base.name"].startswith("localhost/grpo-launcher/debian-base:bookworm-")
+    assert labels["io.github.grpo-launcher.flavor"] == "cpu"
+    assert labels["io.github.grpo-launcher.test-data"].startswith("/" + FIXTURE + ":")
+    assert "test data" in labels["io.github.grpo-launcher.test-data"]
+    assert "TEST DATA" in labels["org.opencontainers.image.description"]
+
+
+def test_paths(layers, members):
+    for path in ("usr/bin/tini", "opt/venv/pyvenv.cfg", "opt/venv/bin/python3", "opt/venv/bin/ray",
+                 f"{FIXTURE}/README.md", f"{FIXTURE}/main/train-00000-of-00001.parquet",
+                 f"{FIXTURE}/main/test-00000-of-00001.parquet", "workspace", "home/verl"):
+        assert path in members, path
+    assert "version = 3.11" in _read(layers, members, "opt/venv/pyvenv.cfg").decode()
+    passwd = _read(layers, members, "etc/passwd").decode()
+    assert "verl:x:1000:1000::/home/verl:/bin/bash" in passwd.splitlines()
+    for path in ("workspace", "home/verl"):
+        m = members[path][1]
+        assert (m.uid, m.gid) == (1000, 1000), path
+    site = [p for p in members if re.fullmatch(r"opt/venv/lib/python3\.11/site-packages/[^/]+\.dist-info", p)]
+    dists = {p.rsplit("/", 1)[1].split("-")[0].lower() for p in site}
+    assert {"verl", "ray", "torch", "grpo_launcher", "kubernetes", "pydantic"} <= dists
+    # the wheelhouse was bind-mounted, never copied (the only wheels are Debian's and virtualenv's seeds)
+    seeds = ("usr/share/python-wheels/", "opt/venv/lib/python3.11/site-packages/virtualenv/seed/wheels/embed/")
+    assert not [p for p in members if p == "wheels" or p.startswith("wheels/")
+                or (p.endswith(".whl") and not p.startswith(seeds))]
+
+
+@cache
+def _extra_cas() -> tuple[tuple[str, bytes], ...]:
+    """CA certificates this machine trusts beyond Debian's bundle (the TLS-intercepting proxy's): base64, DER."""
+    bundle = Path("/etc/ssl/certs/ca-certificates.crt")
+    if not bundle.is_file():
+        return ()
+    debian = set()
+    for f in Path("/usr/share/ca-certificates").rglob("*.crt"):
+        debian |= {b"".join(m.split()) for m in PEM.findall(f.read_bytes())}
+    extra = {b"".join(m.split()) for m in PEM.findall(bundle.read_bytes())} - debian
+    for f in Path("/usr/local/share/ca-certificates").glob("*.crt"):
+        extra |= {b"".join(m.split()) for m in PEM.findall(f.read_bytes())}
+    return tuple((b.decode(), base64.b64decode(b)) for b in sorted(extra))
+
+
+def test_no_proxy_ca_or_secret(layers, members):
+    local = [p for p in members if p.startswith("usr/local/share/ca-certificates/") and members[p][1].isfile()]
+    assert not local, local
+    cas = _extra_cas()
+    if not cas:
+        pytest.skip("this machine trusts no CA beyond Debian's bundle: nothing to look for")
+    # Every file that can hold certificates: bundles and certs by name, plus anything under /etc/ssl, /etc/pki
+    # and pip's/certifi's/requests' config. (Scanning all 6 GB would take minutes; these are where a CA lands.)
+    suspect = re.compile(r"(\.(pem|crt|cer|der)$|cert|ca-bundle|^etc/ssl/|^etc/pki/|pip\.conf$|^root/|^home/)")
+    checked = 0
+    for path, (i, m) in members.items():
+        if not m.isfile() or not suspect.search(path) or m.size > 8 << 20:
+            continue
+        data = layers[i].extractfile(m).read()
+        found = {b"".join(x.split()).decode() for x in PEM.findall(data)}
+        for b64, der in cas:
+            assert b64 not in found and der not in data, f"proxy CA certificate in /{path}"
+        checked += 1
+    assert checked >= 2  # at least Debian's bundle and certifi's cacert.pem
+    assert "etc/pip.conf" not in members and "opt/venv/pip.conf" not in members
