@@ -109,13 +109,11 @@ def doctor(capsys, *args: str) -> tuple[int, dict[str, str], str]:
     ["doctor", "configs/does-not-exist.yaml"],
     ["doctor", CONFIG, "-n", "Not_A_Namespace"],
     ["doctor", CONFIG, "-o", "yaml"],
-    ["doctor", CONFIG, "--smoke"],  # this version's spec has no smoke workload: refused before any call
+    ["doctor", CONFIG, "--smoke", "--set", "smoke.steps=0"],  # the smoke job's own section, checked up front
+    ["doctor", CONFIG, "--smoke", "--set", "smoke.min_shm=lots"],
+    ["doctor", CONFIG, "--set", "resources.gpus_per_node=0"],  # CPU pods only with workload smoke
 ])
 def test_bad_input_exits_2_without_any_request(api, argv, capsys):
-    from launcher.spec import ExperimentSpec
-
-    if argv[-1] == "--smoke" and "workload" in ExperimentSpec.model_fields:
-        pytest.skip("the smoke workload is part of the spec now")
     assert main(argv) == 2
     assert api.connections == 0 and api.requests == []
 
@@ -251,7 +249,7 @@ def test_queue_with_kueue(cluster, capsys, versions):
     cluster.api.routes[("GET", f"/apis/kueue.x-k8s.io/{ver}/clusterqueues/cq")] = (200, {"metadata": {"name": "cq"}})
     rc, lines, _ = doctor(capsys, "--set", "scheduling.queue=gpu")
     assert rc == 0, lines
-    assert lines["kueue"] == (f"✓ kueue               LocalQueue gpu in team-a → ClusterQueue cq "
+    assert lines["kueue"] == (f"✓ kueue                  LocalQueue gpu in team-a → ClusterQueue cq "
                               f"(kueue.x-k8s.io {', '.join(versions)} served)")
 
 
@@ -388,14 +386,10 @@ def test_pod_request_takes_init_containers_and_requests_first():
     assert D.pod_request(pod, "cpu") == 2
 
 
-def _cpu_only(spec):
-    # gpus_per_node 0 (CPU-only smoke configs) is not valid in this version's spec: set it underneath
-    spec.resources.__dict__["gpus_per_node"] = 0
-    return spec
-
-
 def test_cpu_only_config_checks_cpu_and_memory_and_ignores_gpu_labels():
-    spec = _cpu_only(load_spec(CONFIG, ["resources.cpu='2'", "resources.memory=4Gi"]))
+    spec = load_spec(CONFIG, ["workload=smoke", "resources.gpus_per_node=0", "resources.cpu='2'",
+                              "resources.memory=4Gi"])
+    assert spec.resources.cpu_only
     assert D.pod_selector(spec) == {}
     ok = D.assess_nodes(spec, [node("cpu-0", product=None, gpus=0, cpu="4", memory="8Gi")], [])
     assert ok.name == "nodes" and ok.status == D.OK and "1 pod(s) × (2 CPU, 4Gi) fit now" in ok.finding
@@ -420,3 +414,19 @@ def test_doctor_name_stays_within_the_name_limit():
     long = "a" * 30 + "-" + "b" * 7
     assert len(long) == 38 and len(D.doctor_name(long)) <= 38 and D.doctor_name(long).endswith("-doctor")
     assert D.doctor_name("a" * 30 + "-bcdefg") == "a" * 30 + "-doctor"
+
+
+def test_smoke_cpu_config_finds_the_two_tainted_real_nodes():
+    """configs/smoke-cpu.yaml selects the real nodes and tolerates their taint; the KWOK GPU nodes never match."""
+    spec = load_spec(str(Path(CONFIG).parent / "smoke-cpu.yaml"), ["resources.nodes=2"])
+    taint = [{"key": "grpo.launcher.io/real-node", "value": "true", "effect": "NoSchedule"}]
+    real = [node(f"grpo-node-{i}", product=None, gpus=0, taints=taint, cpu="2", memory="8Gi") for i in (0, 1)]
+    for n in real:
+        n["metadata"]["labels"]["grpo.launcher.io/node-kind"] = "real"
+    got = D.assess_nodes(spec, [node("kwok-a100-0"), *real], [])
+    assert got.name == "nodes" and got.status == D.OK, got
+    assert got.finding == ("2 pod(s) × (0.5 CPU, 2Gi) fit now on grpo.launcher.io/node-kind=real: "
+                           "grpo-node-0 2/2 CPUs free, grpo-node-1 2/2 CPUs free")
+    untolerated = spec.model_copy(update={"scheduling": spec.scheduling.model_copy(update={"tolerations": []})})
+    blocked = D.assess_nodes(untolerated, real, [])
+    assert blocked.status == D.FAIL and "taint grpo.launcher.io/real-node=true:NoSchedule" in blocked.finding

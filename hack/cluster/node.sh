@@ -151,10 +151,33 @@ EOF
   ctr_ images ls -q | grep -qxF "$PAUSE_IMAGE" || ctr_ images import "$PAUSE_DIR/pause.oci.tar" >/dev/null
   ctr_ images ls -q | grep -qxF "$TOOLBOX_IMAGE" || ctr_ images import "$TOOLBOX_DIR/toolbox.oci.tar" >/dev/null
   if [ -f "$CPU_IMAGE_ARCHIVE" ] && [ -x "$HERE/../image/import.sh" ]; then
-    "$HERE/../image/import.sh" "$CONTAINERD_SOCK" >&2
+    _node_image
   else
     say "no CPU image archive at $CPU_IMAGE_ARCHIVE (make image-cpu): $NODE_NAME can run no launcher pod yet"
   fi
+}
+
+# The launcher's CPU image, (re)imported when `make image-cpu` wrote a different archive than the one imported.
+_node_image() {
+  "$HERE/../image/import.sh" "$CONTAINERD_SOCK" >&2
+  cp "$CPU_IMAGE_ARCHIVE.inputs" "$NODE_DIR/cpu-image.inputs" 2>/dev/null || true
+}
+
+node_images_current() {
+  local i
+  [ -f "$CPU_IMAGE_ARCHIVE.inputs" ] || return 0      # nothing built: nothing to import
+  for i in $(seq 0 $(( REAL_NODES - 1 ))); do
+    node_vars "$i"
+    cmp -s "$CPU_IMAGE_ARCHIVE.inputs" "$NODE_DIR/cpu-image.inputs" || return 1
+  done
+}
+
+node_images_update() {
+  local i
+  for i in $(seq 0 $(( REAL_NODES - 1 ))); do
+    node_vars "$i"
+    cmp -s "$CPU_IMAGE_ARCHIVE.inputs" "$NODE_DIR/cpu-image.inputs" || { say "$NODE_NAME: importing the CPU image"; _node_image; }
+  done
 }
 
 _node_kubelet() {

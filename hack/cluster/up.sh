@@ -28,6 +28,7 @@ operators_ok() {
 
 # ---- fast path: our cluster is already up -------------------------------------------------------------------
 if [ -f "$MARKER" ] && api_ready && operators_ok && { ! node_wanted || node_ok; }; then
+  node_wanted && ! node_images_current && node_images_update
   say "already running ($(( $(date +%s) - T0 ))s)"; echo "$KUBECONFIG_PATH"; exit 0
 fi
 

@@ -1,13 +1,20 @@
-"""Cut pod-to-pod traffic on the real node for a test: an iptables DROP rule in the host's FORWARD chain.
+"""Cut pod-to-pod traffic between the real nodes for a test: an iptables DROP rule in the host's FORWARD chain.
 
-The real node's pods sit on one Linux bridge with `br_netfilter` loaded (`net.bridge.bridge-nf-call-iptables=1`),
-so traffic between two pods on that bridge traverses the host's FORWARD chain and a rule there drops it. The
-rule is inserted *before* the job is submitted (so no connection slips through before it exists), matches
-only TCP to one destination port between interfaces of that bridge (optionally only to one pod IP), and
-carries a comment naming the test, so the `finally` removes exactly the rule it added, never anything else.
+The local cluster has two real nodes (hack/cluster/node.sh), `grpo-node-0` and `grpo-node-1`, each with its
+own Linux bridge on this host: grpo0 = 10.244.0.0/24 (node IP 10.244.0.1), grpo1 = 10.244.1.0/24. A pod on
+one node reaches a pod on the other through the host's routing, so every such packet traverses the
+host's FORWARD chain, and a rule there drops it (pods on the same bridge are only seen there with
+`br_netfilter`; a multi-node job's pods are spread one per node by hostname anti-affinity, so this does
+not matter for them).
 
-    with block_port(23456, bridge=pod_bridge(info), tag=f"doctor-e2e-{ns}"):
-        ... submit; the worker cannot reach the master's MASTER_PORT ...
+The rule matches only TCP to one destination port between addresses of the pod network (the real
+nodes' podCIDRs, 10.244.0.0/16 when they have none), is inserted *first* in FORWARD (before
+kube-proxy's and netavark's jumps) and *before* the job is submitted (so no connection slips through
+before it exists), and carries a comment naming the test, so the `finally` removes exactly the rule it
+added, never anything else.
+
+    with block_port(PYTORCHJOB_MASTER_PORT, tag=f"doctor-e2e-{ns}"):
+        ... submit; the worker cannot reach the master's MASTER_PORT: the rendezvous fails ...
 """
 from __future__ import annotations
 
@@ -19,8 +26,11 @@ import subprocess
 
 import kwok_support as ks
 
-# The training-operator's MASTER_PORT when the container declares no `pytorchjob-port` (v1.9: 23456).
+# The training-operator (v1.9) sets MASTER_PORT to the container's `pytorchjob-port`, 23456 when the container
+# declares none (the launcher's pods declare none); the smoke workload's gloo rendezvous
+# (launcher.entrypoint.smoke.join_pytorchjob_group -> smoke_dist.TorchGroup.join) listens there on rank 0.
 PYTORCHJOB_MASTER_PORT = 23456
+POD_NETWORK = "10.244.0.0/16"
 REAL_NODE_LABEL = "grpo.launcher.io/node-kind=real"
 
 
@@ -33,47 +43,47 @@ def real_nodes(info: ks.ClusterInfo) -> list[dict]:
     return json.loads(out)["items"]
 
 
-def pod_bridge(info: ks.ClusterInfo) -> str:
-    """The host interface holding an address in the real node's pod CIDR (the CNI bridge)."""
-    nodes = real_nodes(info)
-    if not nodes:
-        raise RuntimeError(f"no node labelled {REAL_NODE_LABEL}")
-    cidrs = [ipaddress.ip_network(c, strict=False) for n in nodes
-             for c in ((n.get("spec") or {}).get("podCIDRs") or [n["spec"].get("podCIDR")]) if c]
-    addrs = json.loads(_run("ip", "-j", "-4", "addr", "show").stdout)
-    for link in addrs:
-        for a in link.get("addr_info") or []:
-            ip = ipaddress.ip_address(a["local"])
-            if any(ip in c for c in cidrs):
-                return link["ifname"]
-    bridges = json.loads(_run("ip", "-j", "link", "show", "type", "bridge").stdout)
-    if len(bridges) == 1:
-        return bridges[0]["ifname"]
-    raise RuntimeError(f"no host interface in the real node's pod CIDR(s) {cidrs}; bridges: "
-                       f"{[b['ifname'] for b in bridges]}")
+def pod_network(info: ks.ClusterInfo | None = None) -> str:
+    """The smallest network holding every real node's podCIDR (10.244.0.0/23 for the two /24s), else POD_NETWORK."""
+    cidrs = []
+    for n in real_nodes(info) if info is not None else []:
+        spec = n.get("spec") or {}
+        for c in spec.get("podCIDRs") or [spec.get("podCIDR")]:
+            if c and ":" not in c:  # IPv4 only: the rule is an iptables (not ip6tables) one
+                cidrs.append(ipaddress.ip_network(c, strict=False))
+    if not cidrs:
+        return POD_NETWORK
+    net = cidrs[0]
+    while not all(c.subnet_of(net) for c in cidrs):
+        net = net.supernet()
+    return str(net)
 
 
-def _rule(port: int, bridge: str, tag: str, dest: str | None) -> list[str]:
-    rule = ["-i", bridge, "-o", bridge, "-p", "tcp", "--dport", str(port)]
-    if dest:
-        rule += ["-d", dest]
-    return rule + ["-m", "comment", "--comment", tag, "-j", "DROP"]
+def rule(port: int, tag: str, network: str = POD_NETWORK, dest: str | None = None) -> list[str]:
+    """The iptables match of `block_port` (without the chain): TCP to `port` between pod addresses, commented."""
+    return ["-s", network, "-d", dest or network, "-p", "tcp", "--dport", str(port),
+            "-m", "comment", "--comment", tag, "-j", "DROP"]
 
 
 @contextlib.contextmanager
-def block_port(port: int, *, bridge: str, tag: str, dest: str | None = None):
-    """Drop TCP to `port` (on `dest`, else any pod) between pods on `bridge` while the block runs."""
+def block_port(port: int, *, tag: str, network: str = POD_NETWORK, dest: str | None = None):
+    """Drop TCP to `port` (on `dest`, else any pod) between pods of `network` while the block runs."""
     iptables = shutil.which("iptables")
     if iptables is None:
         raise RuntimeError("iptables is not installed on this host")
-    bridged = _run("sysctl", "-n", "net.bridge.bridge-nf-call-iptables", check=False).stdout.strip()
-    if bridged != "1":
-        raise RuntimeError("net.bridge.bridge-nf-call-iptables is not 1: bridged pod traffic bypasses iptables")
-    rule = _rule(port, bridge, tag, dest)
-    _run(iptables, "-w", "-I", "FORWARD", "1", *rule)
+    forwarding = _run("sysctl", "-n", "net.ipv4.ip_forward", check=False).stdout.strip()
+    if forwarding != "1":
+        raise RuntimeError("net.ipv4.ip_forward is not 1: the real nodes' pods cannot reach each other at all")
+    match = rule(port, tag, network, dest)
+    _run(iptables, "-w", "-I", "FORWARD", "1", *match)
     try:
-        yield rule
+        yield match
     finally:
         # delete every copy this tag added (a retried insert), and only those
-        while _run(iptables, "-w", "-C", "FORWARD", *rule, check=False).returncode == 0:
-            _run(iptables, "-w", "-D", "FORWARD", *rule)
+        while _run(iptables, "-w", "-C", "FORWARD", *match, check=False).returncode == 0:
+            _run(iptables, "-w", "-D", "FORWARD", *match)
+
+
+def blocked(port: int, tag: str, network: str = POD_NETWORK) -> bool:
+    """Whether the rule of `block_port(port, tag=tag, network=network)` is in FORWARD now."""
+    return _run("iptables", "-w", "-C", "FORWARD", *rule(port, tag, network), check=False).returncode == 0

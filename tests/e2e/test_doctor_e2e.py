@@ -1,10 +1,11 @@
 """`launcher doctor` against the local control plane.
 
 Static checks on the KWOK A100 nodes: all green for grpo-exp3; a queue without Kueue; a GPU type no node
-has; a ServiceAccount missing a permission. `--smoke` (marker `realnode`): a real smoke job on the real
-kubelet node with the CPU image (configs/smoke-cpu.yaml): all green; /dev/shm too small; a pod that cannot
-reach the other (an iptables rule on the pod bridge, tests/e2e/netblock.py). The `realnode` tests FAIL
-when the real node, the image or the smoke config is missing: they never skip.
+has; a ServiceAccount missing a permission. `--smoke` (marker `realnode`): a real smoke job on the two real
+kubelet nodes grpo-node-0/1 with the CPU image (configs/smoke-cpu.yaml): all green; /dev/shm smaller than
+smoke.min_shm; two pods (one per node) that cannot reach each other's rendezvous port (an iptables DROP in
+the host's FORWARD chain, tests/e2e/netblock.py). The `realnode` tests FAIL when the real nodes, the image
+or the smoke config is missing: they never skip.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 import kwok_support as ks
 import netblock
+import realnode as rn
 from launcher_helpers import CONFIG, REPO, run_launcher
 from rbac_support import apply, launcher_user
 
@@ -96,60 +98,87 @@ def test_serviceaccount_missing_a_permission(kube_cluster, namespace, tmp_path):
     assert f"`launcher rbac -n {ns} --serviceaccount {ns}:doctor-user` renders" in line
 
 
-# --- --smoke on the real node ---------------------------------------------------------------------------------
+# --- --smoke on the real nodes ---------------------------------------------------------------------------------
 
 
-def require_real_node(info) -> None:
-    """Fail (never skip) when what the smoke tests need is missing."""
+@pytest.fixture(scope="module")
+def real_nodes(kube_cluster):
+    """Both real nodes Ready with the CPU image imported, and the smoke config: else the test FAILS (never skips)."""
     if not SMOKE_CONFIG.is_file():
-        pytest.fail(f"{SMOKE_CONFIG.relative_to(REPO)} is missing (it comes with the smoke workload, branch `smoke`)")
-    if not netblock.real_nodes(info):
-        pytest.fail(f"the local cluster has no real kubelet node (label {netblock.REAL_NODE_LABEL}); "
-                    "the --smoke tests need it and the CPU image imported on it")
+        pytest.fail(f"{SMOKE_CONFIG.relative_to(REPO)} is missing (it comes with the smoke workload)")
+    try:
+        rn.ensure_real_node(kube_cluster)  # up.sh with GRPO_REAL_NODE=1 (idempotent), then Ready + image on each
+    except RuntimeError as exc:
+        pytest.fail(f"the --smoke tests need the real nodes {', '.join(rn.NODES)} with {rn.CPU_IMAGE}: {exc}")
+    names = sorted(n["metadata"]["name"] for n in netblock.real_nodes(kube_cluster))
+    if names != sorted(rn.NODES):
+        pytest.fail(f"real nodes (label {netblock.REAL_NODE_LABEL}): {names}, expected {list(rn.NODES)}")
+    return kube_cluster
 
 
 def _no_doctor_jobs_left(info, ns) -> None:
-    left = info.kubectl("get", "pytorchjobs,rayjobs", "-n", ns, "-l", "app.kubernetes.io/part-of=grpo-launcher",
-                        "-o", "name").stdout.split()
-    assert left == [], left
+    def left():
+        return info.kubectl("get", "pytorchjobs,rayjobs", "-n", ns, "-l", "app.kubernetes.io/part-of=grpo-launcher",
+                            "-o", "name").stdout.split()
+    ks.wait_for(lambda: not left(), timeout=60, interval=2, what=f"doctor's smoke job in {ns} to be deleted")
+
+
+def smoke(info, ns, tmp_path, *sets: str):
+    extra = [a for s in sets for a in ("--set", s)]
+    return doctor(info, ns, tmp_path, "--smoke", "--timeout", "420", *extra, config=SMOKE_CONFIG, timeout=600)
 
 
 @pytest.mark.realnode
-def test_smoke_all_green(kube_cluster, namespace, tmp_path):
-    require_real_node(kube_cluster)
-    rc, found, text = doctor(kube_cluster, namespace, tmp_path, "--smoke", "--timeout", "420",
-                             config=SMOKE_CONFIG, timeout=600)
+def test_smoke_all_green(real_nodes, namespace, tmp_path):
+    rc, found, text = smoke(real_nodes, namespace, tmp_path)
     assert rc == 0, text
-    for name in ("smoke: pods", "smoke: shm", "smoke: result"):
+    assert list(found)[:len(STATIC)] == ["api-server", "namespace", "backend", "kueue", "nodes", "rbac"], text
+    # one pod (resources.nodes 1): every check the workload runs there, in doctor's order; CPU: no NCCL
+    assert [n for n in found if n.startswith("smoke: ")] == [
+        "smoke: pods", "smoke: user", "smoke: root_readonly", "smoke: writable", "smoke: shm_size", "smoke: dataset",
+        "smoke: verl_config", "smoke: ray_init", "smoke: ray_nodes", "smoke: ray_task", "smoke: rendezvous",
+        "smoke: allreduce", "smoke: steps", "smoke: result"], text
+    assert all(line.startswith("✓") for line in found.values()), text
+    assert "master-0 on grpo-node-" in found["smoke: pods"], text
+    assert "tmp /tmp; home " in found["smoke: writable"] and "storage /workspace" in found["smoke: writable"], text
+    assert "(smoke.min_shm 128Mi = 128.0MiB; resources.shm_size 256Mi)" in found["smoke: shm_size"], text
+    assert "every pod reported ok (master-0 single-node)" in found["smoke: result"], text
+    _no_doctor_jobs_left(real_nodes, namespace)
+
+
+@pytest.mark.realnode
+def test_smoke_shm_too_small(real_nodes, namespace, tmp_path):
+    rc, found, text = smoke(real_nodes, namespace, tmp_path, "smoke.min_shm=1Gi")  # /dev/shm stays 256Mi
+    assert rc == 1, text
+    line = found["smoke: shm_size"]
+    assert line.startswith("✗ smoke: shm_size"), text
+    assert "master-0: /dev/shm " in line, text  # the size statvfs saw in the pod (the 256Mi emptyDir)
+    assert "(smoke.min_shm 1Gi = 1024.0MiB; resources.shm_size 256Mi)" in line, text
+    assert "fix: raise resources.shm_size (now 256Mi) to at least smoke.min_shm (1Gi)" in line, text
+    assert found["smoke: result"].startswith("✗") and "FAIL shm_size" in found["smoke: result"], text
+    # only /dev/shm is wrong: the other in-pod checks still pass
+    for name in ("smoke: user", "smoke: writable", "smoke: dataset", "smoke: allreduce"):
         assert found[name].startswith("✓"), text
-    assert any(n in found for n in ("smoke: allreduce", "smoke: nccl")), text
-    assert not any(line.startswith("✗") for line in found.values()), text
-    _no_doctor_jobs_left(kube_cluster, namespace)
+    _no_doctor_jobs_left(real_nodes, namespace)
 
 
 @pytest.mark.realnode
-def test_smoke_shm_too_small(kube_cluster, namespace, tmp_path):
-    require_real_node(kube_cluster)
-    rc, found, text = doctor(kube_cluster, namespace, tmp_path, "--smoke", "--timeout", "420",
-                             "--set", "resources.shm_size=16Mi", "--set", "smoke.min_shm=256Mi",
-                             config=SMOKE_CONFIG, timeout=600)
+def test_smoke_pod_cannot_reach_the_other(real_nodes, namespace, tmp_path):
+    """Two pods, one per real node; TCP to the rendezvous port (MASTER_PORT) dropped between pod addresses."""
+    info, port = real_nodes, netblock.PYTORCHJOB_MASTER_PORT
+    tag = f"grpo-doctor-e2e-{namespace}"
+    with netblock.block_port(port, tag=tag, network=netblock.pod_network(info)):  # before the submit
+        rc, found, text = smoke(info, namespace, tmp_path, "resources.nodes=2", "smoke.connect_timeout_s=20")
+    assert not netblock.blocked(port, tag, netblock.pod_network(info))
     assert rc == 1, text
-    line = found["smoke: shm"]
-    assert line.startswith("✗ smoke: shm") and "raise resources.shm_size" in line, text
+    pods = found["smoke: pods"]
+    assert pods.startswith("✓") and "grpo-node-0" in pods and "grpo-node-1" in pods, text  # one pod per node
+    line = found["smoke: rendezvous"]
+    assert line.startswith("✗ smoke: rendezvous"), text
+    assert "the pods cannot reach each other" in line and f":{port}" in line, text
+    assert f"fix: the pods cannot reach each other: allow pod-to-pod TCP port {port}" in line, text
+    assert "NetworkPolicies" in line, text
+    assert "smoke: allreduce" not in found, text  # never got that far
+    assert "smoke: nccl_allreduce" not in found, text  # CPU pods: not expected, no warning
     assert found["smoke: result"].startswith("✗"), text
-    _no_doctor_jobs_left(kube_cluster, namespace)
-
-
-@pytest.mark.realnode
-def test_smoke_pod_cannot_reach_the_other(kube_cluster, namespace, tmp_path):
-    require_real_node(kube_cluster)
-    bridge = netblock.pod_bridge(kube_cluster)
-    with netblock.block_port(netblock.PYTORCHJOB_MASTER_PORT, bridge=bridge, tag=f"grpo-doctor-e2e-{namespace}"):
-        rc, found, text = doctor(kube_cluster, namespace, tmp_path, "--smoke", "--timeout", "420",
-                                 "--set", "resources.nodes=2", "--set", "smoke.connect_timeout_s=20",
-                                 config=SMOKE_CONFIG, timeout=600)
-    assert rc == 1, text
-    line = found.get("smoke: allreduce") or found.get("smoke: result", "")
-    assert line.startswith("✗"), text
-    assert "reach each other" in line or "allreduce" in line, text
-    _no_doctor_jobs_left(kube_cluster, namespace)
+    _no_doctor_jobs_left(info, namespace)

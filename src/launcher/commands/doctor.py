@@ -14,11 +14,13 @@ DESCRIPTION = (
     "scheduling.queue's LocalQueue/ClusterQueue); nodes matching the GPU label and node selector whose taints the "
     "config tolerates, with enough GPUs free on distinct nodes; RBAC (a SelfSubjectAccessReview per permission "
     "`launcher rbac` grants). --smoke then submits a small job derived from the experiment (workload: smoke, same "
-    "image, pods, resources and backend, named <name>-doctor), follows it and reports its in-pod checks (image, "
-    "/dev/shm, pods reaching each other, NCCL), deleting it afterwards unless --keep. Exit codes: 0 every check "
+    "image, pods, resources and backend, named <name>-doctor), follows it and reports its in-pod checks, one line per check "
+    "over every pod (container user, read-only root, writable volumes, /dev/shm against smoke.min_shm, the "
+    "dataset, verl's config, Ray, the pods reaching each other, the all-reduce, NCCL on GPU pods, the steps), "
+    "deleting it afterwards unless --keep. Exit codes: 0 every check "
     "passed (warnings allowed), 1 a check failed, 2 bad input (nothing sent), 3 cluster unreachable or refused."
 )
-NAME_WIDTH = 19  # "smoke: verl-config" + 1
+NAME_WIDTH = 22  # "smoke: nccl_allreduce" + 1 (names and findings stay apart by two spaces at least)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
