@@ -69,7 +69,9 @@ build_kubernetes() {
 }
 
 build_toolbox() {
-  # A busybox image for the network tests of the real node (DNS, Services): Debian's static busybox.
+  # A busybox image (Debian's static busybox, with its applet links): the real nodes' network tests, and the
+  # training-operator's worker init container, which waits for the master's DNS name with `sh`/`nslookup`
+  # (its default alpine:3.10 cannot be pulled here: up.sh passes --pytorch-init-container-image).
   local d=$TOOLBOX_DIR w
   if have "$d" toolbox.oci.tar; then log "toolbox image: cached"; return; fi
   log "toolbox image: Debian busybox-static"
@@ -77,7 +79,7 @@ build_toolbox() {
   apt-get download busybox-static >/dev/null 2>&1 || { apt-get update -q >/dev/null; apt-get download busybox-static >/dev/null; }
   dpkg-deb -x busybox-static_*.deb x
   python3 "$HERE/oci_pack.py" --binary x/bin/busybox --path /bin/busybox --entrypoint /bin/busybox --user 65534:65534 \
-    --ref "$TOOLBOX_IMAGE" -o "$d/toolbox.oci.tar"
+    --links "$(x/bin/busybox --list | tr '\n' ,)" --ref "$TOOLBOX_IMAGE" -o "$d/toolbox.oci.tar"
   touch "$d/.complete"
 }
 

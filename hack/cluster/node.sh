@@ -147,14 +147,10 @@ EOF
   fi
   for _ in $(seq 120); do ctr_ version >/dev/null 2>&1 && break; pid_alive "containerd-$NODE_I" || break; sleep 0.25; done
   ctr_ version >/dev/null 2>&1 || { tail -20 "$LOGS/containerd-$NODE_I.log" >&2; echo "containerd of $NODE_NAME did not start" >&2; exit 1; }
-  # Every image a pod uses is imported (no registry): the pause image, then the launcher's CPU image.
-  ctr_ images ls -q | grep -qxF "$PAUSE_IMAGE" || ctr_ images import "$PAUSE_DIR/pause.oci.tar" >/dev/null
-  ctr_ images ls -q | grep -qxF "$TOOLBOX_IMAGE" || ctr_ images import "$TOOLBOX_DIR/toolbox.oci.tar" >/dev/null
-  if [ -f "$CPU_IMAGE_ARCHIVE" ] && [ -x "$HERE/../image/import.sh" ]; then
-    _node_image
-  else
-    say "no CPU image archive at $CPU_IMAGE_ARCHIVE (make image-cpu): $NODE_NAME can run no launcher pod yet"
-  fi
+  # Every image a pod uses is imported (no registry): the pause and toolbox images here, the CPU image in node_up.
+  # (small: imported every time, so a rebuilt one replaces the old)
+  ctr_ images import "$PAUSE_DIR/pause.oci.tar" >/dev/null
+  ctr_ images import "$TOOLBOX_DIR/toolbox.oci.tar" >/dev/null
 }
 
 # The launcher's CPU image, (re)imported when `make image-cpu` wrote a different archive than the one imported.
@@ -170,6 +166,38 @@ node_images_current() {
     node_vars "$i"
     cmp -s "$CPU_IMAGE_ARCHIVE.inputs" "$NODE_DIR/cpu-image.inputs" || return 1
   done
+}
+
+# _node_clone_root: give this node (node_vars set, its containerd stopped) node 0's images by hard links (node 0's
+# containerd stopped too, so its databases are consistent): blobs and unpacked layers are immutable files, so the
+# two roots share them (6 GB once, not per node, and seconds instead of a 2.5-minute import); the databases are
+# real copies. A container's writable layer is always a new snapshot directory of its own node.
+_node_clone_root() {
+  local src="$NODES_DIR/0/containerd/root" dst="$NODE_DIR/containerd/root" d
+  rm -rf --one-file-system "$dst"; mkdir -p "$dst"
+  for d in io.containerd.content.v1.content io.containerd.snapshotter.v1.overlayfs; do cp -al "$src/$d" "$dst/"; done
+  mkdir -p "$dst/io.containerd.metadata.v1.bolt"
+  cp "$src/io.containerd.metadata.v1.bolt/meta.db" "$dst/io.containerd.metadata.v1.bolt/meta.db"
+  cp --remove-destination "$src/io.containerd.snapshotter.v1.overlayfs/metadata.db" \
+    "$dst/io.containerd.snapshotter.v1.overlayfs/metadata.db"
+  cp "$NODES_DIR/0/cpu-image.inputs" "$NODE_DIR/cpu-image.inputs"
+}
+
+# _node_images_initial: before any kubelet runs: import the CPU image into node 0, clone it to the others.
+_node_images_initial() {
+  local i todo=()
+  [ -f "$CPU_IMAGE_ARCHIVE" ] && [ -x "$HERE/../image/import.sh" ] || {
+    say "no CPU image archive at $CPU_IMAGE_ARCHIVE (make image-cpu): the real nodes can run no launcher pod yet"; return 0; }
+  node_vars 0
+  cmp -s "$CPU_IMAGE_ARCHIVE.inputs" "$NODE_DIR/cpu-image.inputs" || _node_image
+  for i in $(seq 1 $(( REAL_NODES - 1 ))); do
+    node_vars "$i"; cmp -s "$CPU_IMAGE_ARCHIVE.inputs" "$NODE_DIR/cpu-image.inputs" || todo+=("$i")
+  done
+  [ ${#todo[@]} -eq 0 ] && return 0
+  say "cloning node 0's images to node(s) ${todo[*]} (hard links)"
+  for i in 0 "${todo[@]}"; do stop_pid "containerd-$i"; done
+  for i in "${todo[@]}"; do node_vars "$i"; _node_clone_root; done
+  for i in 0 "${todo[@]}"; do node_vars "$i"; _node_containerd; done
 }
 
 node_images_update() {
@@ -217,7 +245,8 @@ serializeImagePulls: false
 # imported images cannot be pulled again: never garbage-collect them; evict only when really short
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-evictionHard: {memory.available: 200Mi, nodefs.available: 2%, imagefs.available: 2%, nodefs.inodesFree: 2%}
+# absolute thresholds: the disk is shared with builds and caches; percentages of a large disk would evict early
+evictionHard: {memory.available: 200Mi, nodefs.available: 1Gi, imagefs.available: 1Gi, nodefs.inodesFree: 1%}
 nodeStatusUpdateFrequency: 5s
 syncFrequency: 10s
 EOF
@@ -307,7 +336,11 @@ node_up() {
   local t0 i; t0=$(date +%s)
   say "real nodes: starting $REAL_NODES (each: containerd, CNI bridge, kubelet), kube-proxy, CoreDNS"
   for i in $(seq 0 $(( REAL_NODES - 1 ))); do
-    node_vars "$i"; _node_network; _node_containerd; _node_kubelet
+    node_vars "$i"; _node_network; _node_containerd
+  done
+  pid_alive kubelet-0 || _node_images_initial
+  for i in $(seq 0 $(( REAL_NODES - 1 ))); do
+    node_vars "$i"; _node_kubelet
   done
   _node_proxy_dns
   for _ in $(seq 240); do node_ok && break; sleep 0.5; done

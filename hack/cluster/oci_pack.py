@@ -29,22 +29,29 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> Non
     tar.addfile(info, io.BytesIO(data))
 
 
-def layer_tar(binary: bytes, path: str) -> bytes:
-    """An uncompressed layer holding `binary` at `path` (mode 0755, root-owned, mtime 0)."""
+def layer_tar(binary: bytes, path: str, links: tuple[str, ...] = ()) -> bytes:
+    """An uncompressed layer holding `binary` at `path` (mode 0755, root-owned, mtime 0), plus symlinks to it
+    beside it named `links` (busybox applets: `sh`, `nslookup`, ... run busybox by their name)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as layer:
         _add(layer, path.lstrip("/"), binary, mode=0o755)
+        parent, base = path.lstrip("/").rsplit("/", 1)
+        for name in sorted(set(links) - {base}):
+            info = tarfile.TarInfo(f"{parent}/{name}")
+            info.type, info.linkname, info.mode, info.mtime = tarfile.SYMTYPE, base, 0o777, 0
+            layer.addfile(info)
     return buf.getvalue()
 
 
-def pack(binary: bytes, *, path: str, entrypoint: list[str], user: str, ref: str, out: str) -> str:
+def pack(binary: bytes, *, path: str, entrypoint: list[str], user: str, ref: str, out: str,
+         links: tuple[str, ...] = ()) -> str:
     """Write the archive; return the manifest digest."""
-    layer = layer_tar(binary, path)
+    layer = layer_tar(binary, path, links)
     diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
     config = {
         "architecture": "amd64",
         "os": "linux",
-        "config": {"Entrypoint": entrypoint, "User": user},
+        "config": {"Entrypoint": entrypoint, "User": user, "Env": ["PATH=/bin"]},
         "rootfs": {"type": "layers", "diff_ids": [diff_id]},
     }
     with tarfile.open(out, "w") as tar:
@@ -77,10 +84,12 @@ def main() -> None:
     p.add_argument("--entrypoint", required=True)
     p.add_argument("--user", default="65535:65535")
     p.add_argument("--ref", required=True, help="image name the import registers (io.containerd.image.name)")
+    p.add_argument("--links", default="", help="comma-separated names to symlink to the binary in its directory")
     p.add_argument("-o", "--output", required=True)
     a = p.parse_args()
     with open(a.binary, "rb") as f:
-        digest = pack(f.read(), path=a.path, entrypoint=[a.entrypoint], user=a.user, ref=a.ref, out=a.output)
+        digest = pack(f.read(), path=a.path, entrypoint=[a.entrypoint], user=a.user, ref=a.ref, out=a.output,
+                      links=tuple(x for x in a.links.split(",") if x))
     print(f"{a.ref} {digest} -> {a.output}")
 
 
