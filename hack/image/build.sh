@@ -33,6 +33,10 @@ rm -rf "$ctx" && mkdir -p "$ctx/tests/fixtures/gsm8k"
   && cp -r tests/fixtures/gsm8k/README.md tests/fixtures/gsm8k/main "$ctx/tests/fixtures/gsm8k/")
 find "$ctx/src" \( -name __pycache__ -o -name '*.egg-info' \) -prune -exec rm -rf {} +
 cp -al "$wheels" "$ctx/wheels" 2>/dev/null || cp -a "$wheels" "$ctx/wheels"
+# What the wheelhouse holds, as a file the Dockerfile COPYs: buildah's cache keys on COPY content, not on the
+# bind-mounted wheelhouse. Kept in the image as provenance (/opt/grpo-launcher/wheelhouse.txt).
+{ echo "# $(basename "$wheels")"; (cd "$wheels" && sha256sum verl-test.txt image-pins.txt && ls -1 -- *.whl *.tar.gz); } \
+  >"$ctx/wheelhouse.txt"
 
 t2=$SECONDS
 # --layers: a change to src/ only reruns the small steps after the pip layer.
@@ -40,9 +44,9 @@ t2=$SECONDS
 # layer costs minutes on 2 cores for an archive that only travels to a local containerd.
 buildah bud --signature-policy "$POLICY" --layers --isolation "$BUILDAH_ISOLATION" \
   -f "$ROOT/docker/Dockerfile.cpu" -t "$IMAGE_REF" \
-  --build-arg BASE_IMAGE="$base" --build-arg WHEELHOUSE="$(basename "$wheels")" \
-  --build-arg REVISION="$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)" \
-  --build-arg CREATED="$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+  --build-arg BASE_IMAGE="$base" \
+  --label org.opencontainers.image.revision="$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)" \
+  --label org.opencontainers.image.created="$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
   "$ctx" >&2
 say "buildah bud ($((SECONDS - t2)) s)"
 rm -rf "$ctx"
