@@ -16,6 +16,8 @@ name="localhost/grpo-launcher/debian-base:$SUITE-$key"
 tarball="$IMAGE_CACHE/base/debian-$SUITE-$key.tar"
 
 if buildah inspect --type image "$name" >/dev/null 2>&1; then echo "$name"; exit 0; fi
+lock base
+if buildah inspect --type image "$name" >/dev/null 2>&1; then echo "$name"; exit 0; fi
 
 if [ ! -f "$tarball" ]; then
   say "mmdebstrap --variant=minbase $SUITE (+ $BASE_PACKAGES)"

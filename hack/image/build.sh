@@ -18,6 +18,12 @@ if [ -f "$ARCHIVE" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$inputs" ]; then
   echo "$ARCHIVE"; exit 0
 fi
 
+# Another build may hold the lock and produce exactly this archive: check again once we have it.
+lock build
+if [ -f "$ARCHIVE" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$inputs" ]; then
+  say "up to date (built meanwhile): $ARCHIVE"; echo "$ARCHIVE"; exit 0
+fi
+
 t0=$SECONDS
 base=$("$HERE/base.sh")
 say "base $base ($((SECONDS - t0)) s)"
@@ -27,12 +33,17 @@ say "wheelhouse $wheels ($((SECONDS - t1)) s)"
 
 # The build context: exactly the files the Dockerfile copies, plus the wheelhouse as hard links (same file
 # system, so no copy of its 3 GB). The repository's .dockerignore is for docker/Dockerfile and is not used.
-ctx="$IMAGE_CACHE/context"
-rm -rf "$ctx" && mkdir -p "$ctx/tests/fixtures/gsm8k"
+ctx=$(mktemp -d "$IMAGE_CACHE/context.XXXXXX")
+trap 'rm -rf "$ctx"' EXIT
+mkdir -p "$ctx/tests/fixtures/gsm8k"
 (cd "$ROOT" && cp -r pyproject.toml README.md src "$ctx/" \
   && cp -r tests/fixtures/gsm8k/README.md tests/fixtures/gsm8k/main "$ctx/tests/fixtures/gsm8k/")
 find "$ctx/src" \( -name __pycache__ -o -name '*.egg-info' \) -prune -exec rm -rf {} +
 cp -al "$wheels" "$ctx/wheels" 2>/dev/null || cp -a "$wheels" "$ctx/wheels"
+# What the wheelhouse holds, as a file the Dockerfile COPYs: buildah's cache keys on COPY content, not on the
+# bind-mounted wheelhouse. Kept in the image as provenance (/opt/grpo-launcher/wheelhouse.txt).
+{ echo "# $(basename "$wheels")"; (cd "$wheels" && sha256sum verl-test.txt image-pins.txt && ls -1 -- *.whl *.tar.gz); } \
+  >"$ctx/wheelhouse.txt"
 
 t2=$SECONDS
 # --layers: a change to src/ only reruns the small steps after the pip layer.
@@ -40,12 +51,11 @@ t2=$SECONDS
 # layer costs minutes on 2 cores for an archive that only travels to a local containerd.
 buildah bud --signature-policy "$POLICY" --layers --isolation "$BUILDAH_ISOLATION" \
   -f "$ROOT/docker/Dockerfile.cpu" -t "$IMAGE_REF" \
-  --build-arg BASE_IMAGE="$base" --build-arg WHEELHOUSE="$(basename "$wheels")" \
-  --build-arg REVISION="$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)" \
-  --build-arg CREATED="$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+  --build-arg BASE_IMAGE="$base" \
+  --label org.opencontainers.image.revision="$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)" \
+  --label org.opencontainers.image.created="$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
   "$ctx" >&2
 say "buildah bud ($((SECONDS - t2)) s)"
-rm -rf "$ctx"
 
 t3=$SECONDS
 rm -f "$ARCHIVE.tmp"

@@ -25,6 +25,10 @@ POLICY="$BUILDAH_DIR/policy.json"
 # Nothing is pulled from a registry: every FROM is a local image, so no build-time network is needed.
 export BUILDAH_ISOLATION=${BUILDAH_ISOLATION:-oci}
 
+# Serialise builds that share $GRPO_CACHE (two checkouts building at once clobbered each other's staging
+# directory). One lock file per step: a child step must not wait on its parent's lock.
+lock() { mkdir -p "$IMAGE_CACHE"; exec {LOCK_FD}>"$IMAGE_CACHE/.$1.lock"; flock "$LOCK_FD"; }
+
 say() { printf '[image %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 # sha256 of the named files' contents and paths (directories: every file under them, bytecode excluded).

@@ -8,11 +8,12 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=common.sh
 . "$HERE/common.sh"
 
-D="$GRPO_CACHE/image-smoke"
-CGROUP=/grpo-image-smoke      # a cgroup parent of our own, removed at the end
+# A directory of its own per run (two runs sharing one would delete each other's containerd state).
+mkdir -p "$GRPO_CACHE"
+D=$(mktemp -d "$GRPO_CACHE/image-smoke.XXXXXX")
+CGROUP=/grpo-$(basename "$D")  # a cgroup parent of our own, removed at the end
 SOCK="$D/containerd.sock"
 ARCHIVE=${GRPO_CPU_ARCHIVE:-$ARCHIVE}
-rm -rf "$D" && mkdir -p "$D"
 # Settings from shared/notes/real-node.md: restrict_oom_score_adj (root lacks CAP_SYS_RESOURCE), private
 # runc root, unused snapshotters off. The CRI plugin stays on, configured as the node's will be.
 cat >"$D/config.toml" <<EOF

@@ -24,6 +24,8 @@ key=$(cd "$ROOT" && { hash_inputs requirements/verl-test.txt docker/requirements
   hack/image/pins.py hack/image/wheels.sh docker/check_lock.py; echo "$TORCH_INDEX_URL"; } | sha256sum | cut -c1-16)
 WH="$GRPO_CACHE/wheels/cpu-image-$key"
 if [ -f "$WH/.complete" ]; then echo "$WH"; exit 0; fi
+lock wheels
+if [ -f "$WH/.complete" ]; then echo "$WH"; exit 0; fi
 
 say "wheelhouse $WH: resolving the launcher's extra pins"
 rm -rf "$WH.tmp" && mkdir -p "$WH.tmp"

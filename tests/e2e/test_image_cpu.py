@@ -121,12 +121,16 @@ def test_labels(config):
     assert labels["io.github.grpo-launcher.test-data"].startswith("/" + FIXTURE + ":")
     assert "test data" in labels["io.github.grpo-launcher.test-data"]
     assert "TEST DATA" in labels["org.opencontainers.image.description"]
+    # set per build with --label (a cached LABEL step would keep a stale value)
+    assert re.fullmatch(r"[0-9a-f]{40}", labels["org.opencontainers.image.revision"])
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", labels["org.opencontainers.image.created"])
 
 
 def test_paths(layers, members):
     for path in ("usr/bin/tini", "opt/venv/pyvenv.cfg", "opt/venv/bin/python3", "opt/venv/bin/ray",
                  f"{FIXTURE}/README.md", f"{FIXTURE}/main/train-00000-of-00001.parquet",
-                 f"{FIXTURE}/main/test-00000-of-00001.parquet", "workspace", "home/verl"):
+                 f"{FIXTURE}/main/test-00000-of-00001.parquet", "workspace", "home/verl",
+                 "opt/grpo-launcher/wheelhouse.txt"):
         assert path in members, path
     assert "version = 3.11" in _read(layers, members, "opt/venv/pyvenv.cfg").decode()
     passwd = _read(layers, members, "etc/passwd").decode()
