@@ -202,9 +202,16 @@ class PodFollower(threading.Thread):
 
     def _run(self) -> None:
         attempt = self._first_attempt()
+        # When a follow stream ends by itself, a kubelet saw the container exit. Until the pod status says
+        # whether it restarted, the container's "current" log may already be the NEXT attempt's: reading it now
+        # would file the new attempt's first lines under this one and show them twice (seen on a real kubelet).
+        # So wait for the status (restart -> read "previous"; finished -> drain), re-attaching only after a
+        # grace period in which it still says the same container runs (a clean end for another reason).
+        exited_at: float | None = None
         while True:
             current = self.restart_count
             if attempt < current:
+                exited_at = None
                 # that container is gone: its log is the "previous" one (kubelet keeps exactly one)
                 if attempt == current - 1:
                     self._drain(attempt, previous=True)
@@ -220,6 +227,10 @@ class PodFollower(threading.Thread):
                 if gone or state.get("terminated"):
                     self._mark_done(attempt)  # a still-running container (logs without -f) stays resumable
                 return
+            if exited_at is not None and time.monotonic() - exited_at < self.owner.exit_grace_s:
+                self._sleep()
+                continue
+            exited_at = None
             if not (state.get("running") or state.get("terminated")):
                 self._sleep()  # not started yet (or waiting to restart): no log to read
                 continue
@@ -228,7 +239,8 @@ class PodFollower(threading.Thread):
                 self._mark_done(attempt)
                 return
             if ended == "eof" and not self.finish.is_set():
-                self._sleep()  # the stream ended by itself; re-attach after a beat
+                exited_at = time.monotonic()
+                self._sleep()
 
     def _drain(self, attempt: int, *, previous: bool, tries: int = 5) -> str:
         """Read a finished container's log to EOF; a cut read is retried from the new mark."""
@@ -373,7 +385,7 @@ class LogFollower:
                  on_records: RecordSink | None = None, on_notice: Callable[[str], None] | None = None,
                  on_status: Callable[[J.JobState, list[dict]], None] | None = None,
                  poll_interval: float = 1.0, read_timeout: float = 30.0, stream_hook: StreamHook | None = None,
-                 metrics: bool = True, outage_limit: float = 300.0):
+                 metrics: bool = True, outage_limit: float = 300.0, exit_grace_s: float | None = None):
         self.kube = kube
         self.ref = ref
         self.run_dir = run_dir.ensure()
@@ -387,6 +399,8 @@ class LogFollower:
         self.read_timeout = read_timeout
         self.stream_hook = stream_hook
         self.outage_limit = outage_limit
+        # how long a follow stream's clean end holds off re-attaching while the status catches up (see _run)
+        self.exit_grace_s = 10 * poll_interval if exit_grace_s is None else exit_grace_s
         self._lock_fd = _lock(run_dir.follow_state.with_suffix(".lock"))
         self.state = FollowState(run_dir.follow_state)
         self.state.restore_files(run_dir.logs)

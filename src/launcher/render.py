@@ -325,6 +325,8 @@ def _submitter_parts(spec: ExperimentSpec, head: PodParts) -> PodParts:
         head,
         labels={**head.labels, L.ROLE_LABEL: "submitter"},
         resources=size,
+        node_selector=dict(sorted(spec.scheduling.node_selector.items())),
+        tolerations=_tolerations(spec),
         env=[e for e in head.env if e["name"] in ("PYTHONUNBUFFERED", "HOME", "POD_NAME", "POD_NAMESPACE",
                                                   "RAY_COLOR_PREFIX", "RAY_AUTH_TOKEN")],
         volumes=[v for v in head.volumes if v["name"] in keep],

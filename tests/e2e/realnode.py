@@ -54,14 +54,14 @@ def pods(info: ks.ClusterInfo, ns: str, selector: str = "") -> list[dict]:
     return json.loads(info.kubectl(*args).stdout)["items"]
 
 
-def container_id(pod: dict, name: str = "trainer") -> str | None:
+def container_id(pod: dict, name: str = "pytorch") -> str | None:
     for st in pod.get("status", {}).get("containerStatuses") or []:
         if st["name"] == name and st.get("containerID"):
             return st["containerID"].split("://", 1)[-1]
     return None
 
 
-def kill_container(pod: dict, name: str = "trainer", signal: str = "SIGKILL") -> None:
+def kill_container(pod: dict, name: str = "pytorch", signal: str = "SIGKILL") -> None:
     """Kill a running container's process from the host, as a crash or the OOM killer would."""
     cid = container_id(pod, name)
     assert cid, f"no container id for {name} in {pod['metadata']['name']}"
@@ -82,7 +82,7 @@ def wait_pod(info: ks.ClusterInfo, ns: str, pred, timeout: float, what: str, sel
     raise TimeoutError(f"{what}: not within {timeout}s; pods: {json.dumps(states)[:2000]}")
 
 
-def running(name: str = "trainer"):
+def running(name: str = "pytorch"):
     def pred(pod: dict) -> bool:
         return any(st["name"] == name and "running" in (st.get("state") or {})
                    for st in pod.get("status", {}).get("containerStatuses") or [])

@@ -241,6 +241,12 @@ spec:
   restartPolicy: "Never"
   automountServiceAccountToken: false
   enableServiceLinks: false
+{{- with $sched.node_selector }}
+  nodeSelector: {{ . | toJson }}
+{{- end }}
+{{- with $tolerations }}
+  tolerations: {{ . | toJson }}
+{{- end }}
 {{- with $imagePullSecrets }}
   imagePullSecrets: {{ . | toJson }}
 {{- end }}
