@@ -147,7 +147,7 @@ def test_smoke_all_green(real_nodes, namespace, tmp_path):
 
 
 @pytest.mark.realnode
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=False, reason=(  # not strict: a fast follower may win the race
     "known bug, issue 13 left open: the smoke master exits 1 on the failed shm check, training-operator v1.9 "
     "(backoffLimit 0) marks the job Failed and deletes its pod before doctor's follower has read the [smoke] "
     "lines, so doctor reports 'pods never started' instead of naming resources.shm_size"))
