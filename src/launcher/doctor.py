@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
+from launcher import quantity as Q
 from launcher.spec import GPU_PRODUCTS, ExperimentSpec
 
 OK, FAIL, WARN = "ok", "fail", "warn"
@@ -201,21 +202,13 @@ def check_kueue(kube, spec: ExperimentSpec, served: Served) -> Check:
 # --------------------------------------------------------------------------------------------------
 # 3. nodes: selector, taints, free capacity
 
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
-_SUFFIX = {"": 1, "m": Decimal("0.001"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
-           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-
-
 def quantity(value) -> Decimal:
     """A Kubernetes quantity ("500m", "128Gi", "8", 2) as a number (cores, bytes, devices); 0 when unreadable."""
     if value is None:
         return Decimal(0)
-    m = _QUANTITY.match(str(value).strip())
-    if not m:
-        return Decimal(0)
     try:
-        return Decimal(m.group(1)) * Decimal(_SUFFIX[m.group(2) or ""])
-    except InvalidOperation:
+        return Q.parse(value)
+    except ValueError:
         return Decimal(0)
 
 

@@ -14,19 +14,17 @@ from __future__ import annotations
 import errno
 import os
 import pwd
-import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from launcher import quantity as Q
 from launcher.spec import ExperimentSpec
 
 PREFIX = "[smoke]"
 
-_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
-_FACTORS = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
-            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
 
 
 @dataclass(frozen=True)
@@ -47,10 +45,7 @@ class Check:
 
 def quantity_bytes(text: str) -> int:
     """A Kubernetes quantity ("64Mi", "1G", "500m") in bytes, rounded down."""
-    m = _QUANTITY.match(text)
-    if not m:
-        raise ValueError(f"not a Kubernetes quantity: {text!r}")
-    return int(float(m.group(1)) * _FACTORS[m.group(2)])
+    return int(Q.parse(text))
 
 
 def mib(n: int) -> str:
