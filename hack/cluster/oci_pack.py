@@ -35,9 +35,10 @@ def layer_tar(binary: bytes, path: str, links: tuple[str, ...] = ()) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as layer:
         _add(layer, path.lstrip("/"), binary, mode=0o755)
-        parent, base = path.lstrip("/").rsplit("/", 1)
+        # "/pause" has no parent directory in the layer; "/bin/busybox" has "bin"
+        parent, _, base = path.lstrip("/").rpartition("/")
         for name in sorted(set(links) - {base}):
-            info = tarfile.TarInfo(f"{parent}/{name}")
+            info = tarfile.TarInfo(f"{parent}/{name}" if parent else name)
             info.type, info.linkname, info.mode, info.mtime = tarfile.SYMTYPE, base, 0o777, 0
             layer.addfile(info)
     return buf.getvalue()
