@@ -310,6 +310,31 @@ def test_hosts_not_among_the_pods_are_shown_without_the_job_prefix(cpu_spec):
     assert o.where(f"{job}-worker-3") == "worker-3" and o.where("10.244.1.4") == "10.244.1.4"
 
 
+def test_a_pod_recreated_after_the_job_failed_does_not_hide_the_failed_check(cpu_spec):
+    """training-operator v1.9 (restartPolicy Never, backoffLimit 0) deletes the failed master pod and creates
+    it again after the job is Failed: seen on the real nodes. The copy never starts; the verdict comes from the
+    incarnation that ran and printed its lines, not "1 of 2 pod(s) never started"."""
+    spec = D.smoke_spec(load_spec(SMOKE_CONFIG, ["scheduling.namespace=ns", "smoke.min_shm=1Gi"]))
+    job = spec.job_name
+    bad = "/dev/shm 256.0MiB (smoke.min_shm 1Gi = 1024.0MiB; resources.shm_size 256Mi)"
+    lines = [ln.replace(f"shm_size ok {pod_checks()[6].split(' ok ', 1)[1]}", f"shm_size FAIL {bad}")
+             for ln in pod_checks()]
+    ran = placed(f"{job}-master-0", job, "grpo-node-0", phase="Failed", state="terminated", uid="first")
+    late = placed(f"{job}-master-0", job, "grpo-node-1", phase="Pending", state="PodInitializing", uid="second")
+    got = by_name(D.smoke_checks(spec, outcome(spec, [ran, late], {"master-0": [*lines, "[smoke] result FAIL shm_size"]},
+                                               ("Failed", True, False, ""))))
+    assert got["smoke: pods"].status == D.OK
+    assert got["smoke: pods"].finding.startswith("1 pod(s) started from ") and "(master-0 on grpo-node-0)" in \
+        got["smoke: pods"].finding
+    assert got["smoke: shm_size"].status == D.FAIL and bad in got["smoke: shm_size"].finding
+    assert got["smoke: result"].status == D.FAIL
+    # a replica none of whose incarnations started is still reported, once, by its latest state
+    late2 = placed(f"{job}-master-0", job, "grpo-node-1", phase="Pending", state="ErrImagePull", uid="third")
+    first = placed(f"{job}-master-0", job, "grpo-node-0", phase="Pending", state="ContainerCreating", uid="fourth")
+    c = D.smoke_checks(spec, outcome(spec, [first, late2], {}, ("Running", False, False, ""), timed_out=True))[0]
+    assert c.status == D.FAIL and c.finding.startswith("1 of 1 pod(s) never started within 60s: master-0: ErrImagePull")
+
+
 def test_image_pull_failure_names_the_image_and_the_pull_secret(spec):
     job = spec.job_name
     p = pod(f"{job}-master-0", job, phase="Pending", state="ImagePullBackOff")

@@ -33,6 +33,8 @@ say "wheelhouse $wheels ($((SECONDS - t1)) s)"
 
 # The build context: exactly the files the Dockerfile copies, plus the wheelhouse as hard links (same file
 # system, so no copy of its 3 GB). The repository's .dockerignore is for docker/Dockerfile and is not used.
+# We hold the build lock, so any other context is left from a killed build (an EXIT trap does not run on SIGKILL).
+rm -rf "$IMAGE_CACHE"/context.*
 ctx=$(mktemp -d "$IMAGE_CACHE/context.XXXXXX")
 trap 'rm -rf "$ctx"' EXIT
 mkdir -p "$ctx/tests/fixtures/gsm8k"

@@ -643,12 +643,18 @@ def image_check(spec: ExperimentSpec, outcome: SmokeOutcome) -> Check:
         return Check("smoke: pods", FAIL, f"{outcome.job}: {why} (job {outcome.state.phase}: "
                      f"{outcome.state.reason or 'no reason given'})",
                      f"`launcher status {outcome.job}` shows the job's conditions and events (with --keep)")
+    # One entry per replica (master-0, worker-1, ...), every incarnation of it in creation order: a replica
+    # started if any incarnation did. training-operator v1.9 deletes a failed pod and may create it again
+    # after the job is already Failed; that late copy never starts and says nothing about the cluster.
+    replicas: dict[str, list[dict]] = {}
+    for p in outcome.pods:
+        replicas.setdefault(J.short_name(p, outcome.job), []).append(p)
     bad = []
     fix = ""
-    for p in outcome.pods:
-        if _started(p):
+    for short, incarnations in replicas.items():
+        if any(_started(p) for p in incarnations):
             continue
-        short = J.short_name(p, outcome.job)
+        p = incarnations[-1]
         waiting = _waiting(p)
         if waiting and waiting[0] in IMAGE_REASONS:
             bad.append(f"{short}: {waiting[0]} {waiting[1]}".strip())
@@ -664,11 +670,12 @@ def image_check(spec: ExperimentSpec, outcome: SmokeOutcome) -> Check:
                           "scheduling.tolerations, or wait for capacity")
     if bad:
         when = f" within {outcome.timeout:g}s" if outcome.timed_out else ""
-        return Check("smoke: pods", FAIL, f"{len(bad)} of {len(outcome.pods)} pod(s) never started{when}: "
+        return Check("smoke: pods", FAIL, f"{len(bad)} of {len(replicas)} pod(s) never started{when}: "
                      + "; ".join(bad), fix)
-    placed = sorted(f"{J.short_name(p, outcome.job)} on {(p.get('spec') or {}).get('nodeName')}"
-                    for p in outcome.pods if (p.get("spec") or {}).get("nodeName"))
-    return Check("smoke: pods", OK, f"{len(outcome.pods)} pod(s) started from {spec.image}"
+    ran = {short: next(p for p in ps if _started(p)) for short, ps in replicas.items()}
+    placed = sorted(f"{short} on {(p.get('spec') or {}).get('nodeName')}"
+                    for short, p in ran.items() if (p.get("spec") or {}).get("nodeName"))
+    return Check("smoke: pods", OK, f"{len(replicas)} pod(s) started from {spec.image}"
                  + (f" ({', '.join(placed)})" if placed else ""))
 
 

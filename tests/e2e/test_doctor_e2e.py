@@ -147,11 +147,9 @@ def test_smoke_all_green(real_nodes, namespace, tmp_path):
 
 
 @pytest.mark.realnode
-@pytest.mark.xfail(strict=False, reason=(  # not strict: a fast follower may win the race
-    "known bug, issue 13 left open: the smoke master exits 1 on the failed shm check, training-operator v1.9 "
-    "(backoffLimit 0) marks the job Failed and deletes its pod before doctor's follower has read the [smoke] "
-    "lines, so doctor reports 'pods never started' instead of naming resources.shm_size"))
 def test_smoke_shm_too_small(real_nodes, namespace, tmp_path):
+    """The master exits 1 on the failed check; training-operator v1.9 then deletes its pod and may create it
+    again after the job is Failed. Doctor still names resources.shm_size (from the incarnation that ran)."""
     rc, found, text = smoke(real_nodes, namespace, tmp_path, "smoke.min_shm=1Gi")  # /dev/shm stays 256Mi
     assert rc == 1, text
     line = found["smoke: shm_size"]
