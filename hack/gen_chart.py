@@ -14,11 +14,13 @@ Generated files and their sources:
   ConfigMap's spec.yaml);
 - values.schema.json: `ExperimentSpec.model_json_schema()` made Helm-friendly (draft-07, every
   $ref inlined, `additionalProperties: false` on every object, non-nullable keys required), plus the
-  closed `eval` object (EVAL_SCHEMA);
+  closed chart-only objects (EVAL_SCHEMA, HELM_TEST_SCHEMA), an open `global` (a parent chart's
+  globals, so the chart works as a subchart) and the chart's own defaults (CHART_DEFAULTS);
 - templates/_generated.tpl: the `grpo-exp3.specJson` helper that rebuilds the spec mapping from
   .Values with every key explicit (so Helm's null-deletes-key merging and hand-written partial list
   items cannot change the hash), plus the launcher's constants (GPU products, entrypoint, labels);
-- Chart.yaml: version and appVersion = the launcher version.
+- Chart.yaml: version and appVersion = the launcher version, plus the project's home, sources and
+  maintainers.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ from launcher import spec as S  # noqa: E402
 from launcher.config import load_spec  # noqa: E402
 
 CHART_NAME = "grpo-exp3"
+# The project's repository (the images' org.opencontainers.image.source, docker/Dockerfile*).
+PROJECT_URL = "https://github.com/grpo-launcher/grpo-launcher"
 CHART_DIR = ROOT / "charts" / CHART_NAME
 DEFAULT_CONFIG = ROOT / "configs" / "grpo-exp3.yaml"
 REGEN = "make chart"
@@ -88,6 +92,76 @@ EVAL_SCHEMA: dict[str, Any] = {
         },
     },
     "additionalProperties": False,
+}
+
+# --------------------------------------------------------------------------------------------------
+# The chart-only `helm_test` section: the pod `helm test` runs (templates/tests/). Not an experiment
+# field either. Its node selector and tolerations are plain Kubernetes fields (camelCase keys), passed
+# through as written: they place one short-lived check pod, not the training pods.
+
+HELM_TEST_KEY = "helm_test"
+HELM_TEST_VALUES: dict[str, Any] = {"enabled": True, "image": None, "timeout_seconds": 120, "node_selector": {},
+                                    "tolerations": [], "api_server": None, "host_network": False}
+HELM_TEST_DOCS = {
+    "helm_test": "The `helm test` check (templates/tests/): a pod that waits until the release's job exists and "
+                 "its pods are scheduled, and fails naming what is missing; not part of the experiment spec.",
+    "helm_test.enabled": "Render the test pod and its ServiceAccount/Role/RoleBinding (hooks: created only by "
+                         "`helm test`, never by install or upgrade).",
+    "helm_test.image": "Image of the test pod; needs python3 with the `kubernetes` client (null: `image`, the "
+                       "training image, which has both).",
+    "helm_test.timeout_seconds": "How long the test waits for the job's pods to be scheduled (a Kueue-suspended "
+                                 "job counts as not scheduled) before it fails.",
+    "helm_test.node_selector": "nodeSelector of the test pod (Kubernetes field, as in a pod spec).",
+    "helm_test.tolerations": "Tolerations of the test pod (Kubernetes fields, as in a pod spec: tolerationSeconds).",
+    "helm_test.api_server": "host:port the test pod reaches the API server at (null: the in-cluster `kubernetes` "
+                            "Service); for clusters whose pods cannot use that Service, such as the repository's "
+                            "local cluster (an API server on 127.0.0.1, with host_network).",
+    "helm_test.host_network": "Run the test pod in its node's network namespace (only with api_server on a node-local "
+                              "address; the pod still authenticates with its own ServiceAccount token).",
+}
+HELM_TEST_SCHEMA: dict[str, Any] = {
+    "description": HELM_TEST_DOCS["helm_test"],
+    "type": "object",
+    "properties": {
+        "enabled": {"description": HELM_TEST_DOCS["helm_test.enabled"], "type": "boolean"},
+        "image": {"description": HELM_TEST_DOCS["helm_test.image"],
+                  "anyOf": [{"type": "string", "minLength": 1}, {"type": "null"}]},
+        "timeout_seconds": {"description": HELM_TEST_DOCS["helm_test.timeout_seconds"], "type": "integer",
+                            "minimum": 1},
+        "node_selector": {"description": HELM_TEST_DOCS["helm_test.node_selector"], "type": "object",
+                          "additionalProperties": {"type": "string"}},
+        "tolerations": {"description": HELM_TEST_DOCS["helm_test.tolerations"], "type": "array",
+                        "items": {"type": "object"}},
+        "api_server": {"description": HELM_TEST_DOCS["helm_test.api_server"],
+                       "anyOf": [{"type": "string", "pattern": "^[A-Za-z0-9.-]+:[0-9]{1,5}$"}, {"type": "null"}]},
+        "host_network": {"description": HELM_TEST_DOCS["helm_test.host_network"], "type": "boolean"},
+    },
+    "additionalProperties": False,
+}
+
+# Chart-only sections, in values.yaml order: key -> (values, docs, schema).
+CHART_SECTIONS = {
+    EVAL_KEY: (EVAL_VALUES, EVAL_DOCS, EVAL_SCHEMA),
+    HELM_TEST_KEY: (HELM_TEST_VALUES, HELM_TEST_DOCS, HELM_TEST_SCHEMA),
+}
+
+# A parent chart's `global:` values, which Helm copies into every subchart's values; the root schema
+# is closed, so without this key the chart could not be a dependency. Never read by the templates.
+GLOBAL_SCHEMA: dict[str, Any] = {
+    "description": "Helm's global values from a parent chart (the chart as a subchart); not read by this chart.",
+    "type": "object",
+}
+
+# Spec fields whose chart default differs from the config's: dotted path -> (values.yaml default,
+# doc, Go-template expression used when the value is null). The resolved value, not null, is what
+# enters the spec (and so the hash and the ConfigMap), exactly as `launcher render --set path=<it>`.
+CHART_DEFAULTS: dict[str, tuple[Any, str, str]] = {
+    "scheduling.namespace": (
+        None,
+        "Namespace of the run; null (the default): the release namespace (`helm install -n team-a`). When set it "
+        "must equal the release namespace (values files written by `hack/gen_chart.py values` carry the config's).",
+        "$.Release.Namespace",
+    ),
 }
 
 
@@ -135,7 +209,19 @@ def helm_schema() -> dict:
         return out
 
     body = walk(raw, True)
-    body["properties"][EVAL_KEY] = copy.deepcopy(EVAL_SCHEMA)
+    for path, (default, doc, _expr) in CHART_DEFAULTS.items():
+        *parents, leaf = path.split(".")
+        node = body
+        for part in parents:
+            node = node["properties"][part]
+        prop = node["properties"][leaf]
+        prop.pop("default", None)
+        prop.pop("description", None)
+        node["properties"][leaf] = {"description": doc, "anyOf": [prop, {"type": "null"}], "default": default}
+        node["required"] = [k for k in node.get("required", []) if k != leaf]
+    for key, (_values, _docs, schema) in CHART_SECTIONS.items():
+        body["properties"][key] = copy.deepcopy(schema)
+    body["properties"]["global"] = copy.deepcopy(GLOBAL_SCHEMA)
     schema = {
         "$schema": "http://json-schema.org/draft-07/schema#",
         "title": f"{CHART_NAME} values (launcher ExperimentSpec {__version__})",
@@ -201,8 +287,8 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
 
 def values_yaml(spec: S.ExperimentSpec) -> str:
     """values.yaml text: every key of the spec dump, in model order, with a `# --` doc comment."""
-    docs = S.field_docs()
-    data = spec.model_dump(mode="json")
+    docs = chart_docs()
+    data = chart_values(spec)
     lines = [HEADER.rstrip("\n"), ""]
 
     def emit(model: type[BaseModel], values: dict, prefix: str, indent: int) -> None:
@@ -223,10 +309,31 @@ def values_yaml(spec: S.ExperimentSpec) -> str:
             lines.pop()
 
     emit(S.ExperimentSpec, data, "", 0)
-    lines += ["", f"# -- {EVAL_DOCS[EVAL_KEY]}", f"{EVAL_KEY}:"]
-    for name, value in EVAL_VALUES.items():
-        lines += [f"  # -- {EVAL_DOCS[f'{EVAL_KEY}.{name}']}", f"  {yaml_key(name)}: {yaml_scalar(value)}"]
+    for key, (values, section_docs, _schema) in CHART_SECTIONS.items():
+        lines += ["", f"# -- {section_docs[key]}", f"{key}:"]
+        for name, value in values.items():
+            lines += [f"  # -- {section_docs[f'{key}.{name}']}", f"  {yaml_key(name)}: {yaml_scalar(value)}"]
     return "\n".join(lines) + "\n"
+
+
+def chart_values(spec: S.ExperimentSpec) -> dict:
+    """The spec dump with the chart's own defaults (CHART_DEFAULTS) in place: values.yaml's spec keys."""
+    data = spec.model_dump(mode="json")
+    for path, (default, _doc, _expr) in CHART_DEFAULTS.items():
+        *parents, leaf = path.split(".")
+        node = data
+        for part in parents:
+            node = node[part]
+        node[leaf] = default
+    return data
+
+
+def chart_docs() -> dict[str, str]:
+    """Dotted key -> `# --` text of every values.yaml key: the field docs, chart defaults and sections."""
+    docs = {**S.field_docs(), **{path: doc for path, (_d, doc, _e) in CHART_DEFAULTS.items()}}
+    for _values, section_docs, _schema in CHART_SECTIONS.values():
+        docs.update(section_docs)
+    return docs
 
 
 # --------------------------------------------------------------------------------------------------
@@ -242,21 +349,23 @@ def _unwrap(annotation: Any) -> tuple[Any, bool]:
     return annotation, False
 
 
-def _spec_builder(model: type[BaseModel], src: str, prefix: str, pre: list[str], item_level: bool = False) -> str:
+def _spec_builder(model: type[BaseModel], src: str, prefix: str, pre: list[str], item_level: bool = False,
+                  path: str = "") -> str:
     """A Go-template expression building `model`'s mapping from the map in variable `src`.
 
     `pre` collects statements (variables for list items and optional sub-objects) that must run
-    before the expression.
+    before the expression; `path` is the dotted path of `model` in the spec (for CHART_DEFAULTS).
     """
     parts = []
     for name, info in model.model_fields.items():
+        dotted = f"{path}{name}"
         inner, nullable = _unwrap(info.annotation)
         var = f"${prefix}_{name}".replace(".", "_")
         sub = _model_of(inner)
         origin = typing.get_origin(inner)
         if sub is not None and not nullable:
             pre.append(f"{{{{- {var} := index {src} {json.dumps(name)} -}}}}")
-            expr = _spec_builder(sub, var, f"{prefix}_{name}", pre)
+            expr = _spec_builder(sub, var, f"{prefix}_{name}", pre, path=f"{dotted}.")
         elif sub is not None and nullable:
             pre.append(f"{{{{- {var} := index {src} {json.dumps(name)} -}}}}")
             item_pre: list[str] = []
@@ -277,6 +386,9 @@ def _spec_builder(model: type[BaseModel], src: str, prefix: str, pre: list[str],
             pre.append(f"{{{{- {var} = append {var} {built} -}}}}")
             pre.append("{{- end -}}")
             expr = var
+        elif dotted in CHART_DEFAULTS and not item_level:
+            # null (the chart's default) resolves here, so the spec, its hash and the ConfigMap carry the value
+            expr = f"(index {src} {json.dumps(name)} | default {CHART_DEFAULTS[dotted][2]})"
         elif item_level and info.default is not None and not info.is_required():
             # a key the user left out of a list item or optional object gets the model's default,
             # as pydantic fills it (values.yaml cannot carry defaults for items it does not have)
@@ -374,6 +486,15 @@ def chart_yaml() -> str:
         + f'appVersion: "{__version__}"\n'
         + "kubeVersion: \">=1.27.0-0\"\n"
         + "keywords: [verl, grpo, pytorchjob, rayjob]\n"
+        + f"home: {PROJECT_URL}\n"
+        + "sources:\n"
+        + f"  - {PROJECT_URL}\n"
+        + f"  - {PROJECT_URL}/tree/main/charts/{CHART_NAME}\n"
+        + "maintainers:\n"
+        + f"  - name: grpo-launcher maintainers\n    url: {PROJECT_URL}\n"
+        + "annotations:\n"
+        + "  category: MachineLearning\n"
+        + "  licenses: Apache-2.0\n"
     )
 
 

@@ -34,17 +34,22 @@ def require_helm() -> str:
         pytest.fail(str(exc))
 
 
-def helm_objects(*args: str, namespace: str = "default") -> list[dict]:
-    """`helm template` of the chart with extra args, parsed (empty documents dropped)."""
+def helm_objects(*args: str, namespace: str = "default", tests: bool = False) -> list[dict]:
+    """`helm template` of the chart with extra args, parsed (empty documents dropped).
+
+    Without `tests`, the `helm test` hooks (templates/tests/) are left out (`--skip-tests`): they are not
+    part of the release's objects, which is what the launcher renders.
+    """
     require_helm()
-    out = helm("template", "grpo-exp3", str(CHART), "--namespace", namespace, *args).stdout
+    skip = [] if tests else ["--skip-tests"]
+    out = helm("template", "grpo-exp3", str(CHART), "--namespace", namespace, *skip, *args).stdout
     return [o for o in yaml.safe_load_all(out) if o]
 
 
-def helm_error(*args: str) -> str:
+def helm_error(*args: str, namespace: str = "default") -> str:
     """stderr of a `helm template` that must fail."""
     require_helm()
-    proc = helm("template", "grpo-exp3", str(CHART), *args, check=False)
+    proc = helm("template", "grpo-exp3", str(CHART), "--namespace", namespace, *args, check=False)
     assert proc.returncode != 0, f"helm template {' '.join(args)} unexpectedly succeeded:\n{proc.stdout[:2000]}"
     return proc.stderr
 

@@ -16,6 +16,7 @@ import random
 import re
 import shutil
 
+import pydantic
 import pytest
 import yaml
 
@@ -170,7 +171,9 @@ def test_schema_refuses_bad_values(args, message):
         (["--set", "storage.create=true"], "values.storage.claim_name must be a claim name when storage.create is true"),
         (["--set", "trainer.logger={console,wandb}"], "values.secrets.wandb_api_key must be a Secret reference"),
         (["--set", "trainer.resume_mode=resume_path"], "values.trainer.resume_from_path must be a global_step_N path"),
-        (["--set", "scheduling.namespace=other"], 'values.scheduling.namespace must equal the release namespace "default"'),
+        (["--set", "scheduling.namespace=other"],
+         'values.scheduling.namespace must be null (the release namespace) or equal the release namespace "default" '
+         '(helm --namespace; the objects are created in scheduling.namespace), got "other"'),
         (["--set", "resources.gpus_per_node=0"],
          "values.resources.gpus_per_node must be at least 1 for workload grpo (verl's GRPO trainer with a vLLM "
          "rollout needs GPUs; 0, a CPU-only pod, is allowed only with workload smoke), got 0"),
@@ -298,21 +301,23 @@ def test_eval_refusals_match_the_cli(args, message, backend):
 
 
 @pytest.mark.parametrize(
-    "cli_args,helm_args",
+    "cli_args,helm_args,field",
     [
-        (["--checkpoint", "latest"], ["--set", "eval.checkpoint=latest"]),
+        (["--checkpoint", "latest"], ["--set", "eval.checkpoint=latest"], "storage.claim_name"),
         (["--checkpoint", "3", "--set", "storage.claim_name=c", "--set", "trainer.save_freq=-1"],
-         [*CLAIM, "--set", "eval.checkpoint=3", "--set", "trainer.save_freq=-1"]),
+         [*CLAIM, "--set", "eval.checkpoint=3", "--set", "trainer.save_freq=-1"], "trainer.save_freq"),
     ],
     ids=["no-claim", "save-freq-off"],
 )
-def test_eval_refusals_are_the_clis_refusals(cli_args, helm_args, capsys):
-    """Whatever `launcher eval` refuses with exit 2, the chart refuses too."""
+def test_eval_refusals_are_the_clis_refusals(cli_args, helm_args, field, capsys):
+    """Whatever `launcher eval` refuses with exit 2, the chart refuses too, for the same field and only it."""
     from launcher.cli import main as cli
 
     assert cli(["eval", str(ROOT / "configs" / "grpo-exp3.yaml"), *cli_args, "--dry-run"]) == 2
-    capsys.readouterr()
-    helm_error(*EVAL_ON, "--set", "eval.baseline=false", *helm_args)
+    assert field in capsys.readouterr().err
+    err = helm_error(*EVAL_ON, "--set", "eval.baseline=false", *helm_args)
+    assert "grpo-exp3: invalid values (1 problem(s))" in err, err
+    assert f"values.{field} must " in err, err
 
 
 @pytest.mark.parametrize("case", [[], [*CLAIM, "--set", "eval.checkpoint=latest", "--set", "backend=rayjob"]],
@@ -357,11 +362,17 @@ def test_values_yaml_mirrors_the_spec_and_documents_every_key():
     text = (CHART / "values.yaml").read_text()
     spec = spec_from_raw(load_raw(ROOT / "configs" / "grpo-exp3.yaml"))
     values = yaml.safe_load(text)
-    # the chart-only `eval` switch follows the spec's keys; it is not part of the spec
+    # the chart-only sections follow the spec's keys; they are not part of the spec
     assert values.pop("eval") == gen_chart.EVAL_VALUES == {"enabled": False, "baseline": True, "checkpoint": None}
-    assert values == spec.model_dump(mode="json")
+    assert values.pop("helm_test") == gen_chart.HELM_TEST_VALUES
+    # the spec's keys, except the chart's own defaults: the namespace is the release's unless set
+    assert values["scheduling"].pop("namespace") is None
+    expected = spec.model_dump(mode="json")
+    del expected["scheduling"]["namespace"]
+    assert values == expected
     # every key line is preceded by a `# --` line carrying that field's description
-    docs = {**field_docs(), **gen_chart.EVAL_DOCS}
+    docs = {**field_docs(), **gen_chart.EVAL_DOCS, **gen_chart.HELM_TEST_DOCS}
+    docs["scheduling.namespace"] = gen_chart.CHART_DEFAULTS["scheduling.namespace"][1]
     lines = text.splitlines()
     path: list[str] = []
     seen = 0
@@ -394,14 +405,17 @@ def test_schema_is_closed_draft07_without_refs():
                 yield from objects(v)
 
     closed = list(objects(schema))
+    # helm_test.node_selector / tolerations are Kubernetes pass-through fields, closed by their own types
     assert len(closed) >= 15 and all(o["additionalProperties"] is False for o in closed)
     # constraints survive the conversion
     res = schema["properties"]["resources"]["properties"]
     assert res["gpus_per_node"]["minimum"] == 0 and res["gpus_per_node"]["maximum"] == 16
     assert res["cpu"]["pattern"].startswith("^[0-9]")
     assert schema["properties"]["backend"]["enum"] == ["pytorchjob", "rayjob"]
-    assert set(schema["properties"]) == set(ExperimentSpec.model_fields) | {"eval"}
-    assert "eval" not in schema["required"]
+    assert set(schema["properties"]) == set(ExperimentSpec.model_fields) | {"eval", "helm_test", "global"}
+    assert not {"eval", "helm_test", "global"} & set(schema["required"])
+    # `global` (a parent chart's globals) is the one open object: a subchart gets whatever the parent sets
+    assert schema["properties"]["global"] == {"description": gen_chart.GLOBAL_SCHEMA["description"], "type": "object"}
     ev = schema["properties"]["eval"]
     assert ev["additionalProperties"] is False and set(ev["properties"]) == {"enabled", "baseline", "checkpoint"}
 
@@ -420,9 +434,20 @@ def test_schema_accepts_exactly_what_the_model_accepts_on_samples():
         for part in path[:-1]:
             node = node[part]
         node[path[-1]] = bad
-        assert list(jsonschema.Draft7Validator(schema).iter_errors(doc)), path
-        with pytest.raises(Exception):
+        # both refuse the document for the field that was broken, not for some other reason
+        errors = list(jsonschema.Draft7Validator(schema).iter_errors(doc))
+        assert errors and all(_schema_error_path(e) == path for e in errors), (path, [e.message for e in errors])
+        with pytest.raises(pydantic.ValidationError) as refused:
             ExperimentSpec.model_validate(doc)
+        assert [e["loc"] for e in refused.value.errors()] == [path], refused.value
+
+
+def _schema_error_path(error) -> tuple:
+    """The field a jsonschema error is about: its path, plus the key an additionalProperties error names."""
+    path = tuple(error.absolute_path)
+    if error.validator == "additionalProperties":
+        path += tuple(re.findall(r"'([^']+)' was unexpected", error.message))
+    return path
 
 
 def test_chart_version_is_the_launcher_version():

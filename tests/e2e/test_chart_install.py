@@ -160,3 +160,90 @@ def test_helm_install_rayjob_completes_and_uninstall_removes_it(kube_cluster, ku
                 timeout=120, what="RayJob deleted")
     ks.wait_for(lambda: not co.list_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters")["items"],
                 timeout=120, what="RayCluster deleted with its RayJob")
+
+
+# ---------------------------------------------------------------------------------------------------
+# The release as a Helm user drives it: `-n` without a namespace value, `helm test`, `helm upgrade`
+
+LONG = {ks.POD_COMPLETE_DELAY: "600s"}  # the job stays Running for the whole test
+# The test pod on this cluster: the real nodes (KWOK would fake its run), the CPU image they hold, and the
+# API server where it listens (127.0.0.1 only, so the pod shares its node's network namespace).
+LOCAL_TEST_POD = [
+    "--set", "helm_test.image=ghcr.io/grpo-launcher/verl-grpo:0.1.0-cpu",
+    "--set-json", 'helm_test.node_selector={"grpo.launcher.io/node-kind": "real"}',
+    "--set-json", 'helm_test.tolerations=[{"key": "grpo.launcher.io/real-node", "operator": "Equal", '
+                  '"value": "true", "effect": "NoSchedule"}]',
+    "--set", "helm_test.host_network=true",
+]
+
+
+def _local_test_pod(info: ks.ClusterInfo) -> list[str]:
+    server = yaml.safe_load(info.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+    return [*LOCAL_TEST_POD, "--set", f"helm_test.api_server={server.split('://', 1)[1]}"]
+
+
+def _pytorchjobs(co: client.CustomObjectsApi, ns: str) -> list[str]:
+    return sorted(j["metadata"]["name"] for j in co.list_namespaced_custom_object("kubeflow.org", "v1", ns,
+                                                                                   "pytorchjobs")["items"])
+
+
+def test_install_in_the_release_namespace_and_helm_test(kube_cluster, kube_api, namespace):
+    """No namespace value: `helm install -n NS` puts the job in NS; `helm test` passes, then fails once it is gone."""
+    spec = load_spec(ROOT / "configs" / "grpo-exp3.yaml", [f"scheduling.namespace={namespace}"])
+    spec.scheduling.pod_annotations = LONG
+    name = spec.job_name  # `launcher render --set scheduling.namespace=NS`: the namespace is part of the hash
+    _helm(kube_cluster, "install", "exp", str(CHART), "--namespace", namespace,
+          "--set-json", f"scheduling.pod_annotations={json.dumps(LONG)}", *_local_test_pod(kube_cluster))
+    co = client.CustomObjectsApi(kube_api)
+    assert _pytorchjobs(co, namespace) == [name]
+
+    passed = _helm(kube_cluster, "test", "exp", "--namespace", namespace, "--logs", "--timeout", "180s")
+    assert "Phase:          Succeeded" in passed.stdout and f"PyTorchJob {name}: 1 of 1 pods scheduled" in passed.stdout
+    # the test pod really ran on a real node (a KWOK node would only pretend)
+    pod = client.CoreV1Api(kube_api).read_namespaced_pod("exp-grpo-exp3-test", namespace)
+    assert pod.spec.node_name.startswith("grpo-node-") and pod.status.phase == "Succeeded"
+
+    co.delete_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", name)
+    ks.wait_for(lambda: not _pytorchjobs(co, namespace), timeout=60, what="PyTorchJob deleted")
+    failed = _helm(kube_cluster, "test", "exp", "--namespace", namespace, "--logs", "--timeout", "180s", check=False)
+    assert failed.returncode != 0
+    assert f"PyTorchJob {name} not found in namespace {namespace}" in failed.stdout + failed.stderr
+
+
+def test_helm_test_fails_when_the_pods_are_not_scheduled(kube_cluster, namespace):
+    """A node selector no node has: the job exists but its pod stays Pending; the test names the scheduler's reason."""
+    _helm(kube_cluster, "install", "exp", str(CHART), "--namespace", namespace,
+          "--set-json", 'scheduling.node_selector={"grpo.launcher.io/no-such-pool": "x"}',
+          "--set", "helm_test.timeout_seconds=10", *_local_test_pod(kube_cluster))
+    failed = _helm(kube_cluster, "test", "exp", "--namespace", namespace, "--logs", "--timeout", "180s", check=False)
+    out = failed.stdout + failed.stderr
+    assert failed.returncode != 0, out
+    assert "not scheduled after 10s" in out and "is not scheduled (Unschedulable:" in out, out
+
+
+def test_helm_upgrade_refuses_to_delete_a_running_job(kube_cluster, kube_api, namespace):
+    """Changed values render a new job name; while the old job runs, the upgrade fails and leaves it alone."""
+    base = ["--namespace", namespace, "--set-json", f"scheduling.pod_annotations={json.dumps(LONG)}"]
+    _helm(kube_cluster, "install", "exp", str(CHART), *base)
+    co = client.CustomObjectsApi(kube_api)
+    [old] = _pytorchjobs(co, namespace)
+    ks.wait_for(lambda: (co.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", old)
+                         .get("status", {}).get("conditions") or [None])[-1], timeout=60, what="job has a condition")
+
+    refused = _helm(kube_cluster, "upgrade", "exp", str(CHART), *base, "--set", "rollout.n=4", check=False)
+    assert refused.returncode != 0
+    assert f"helm upgrade refused: it would delete pytorchjob/{old}, which has not finished" in refused.stderr, \
+        refused.stderr
+    assert _pytorchjobs(co, namespace) == [old]  # still there, still the only one
+    history = _helm(kube_cluster, "history", "exp", "--namespace", namespace, "-o", "json").stdout
+    assert [r["status"] for r in json.loads(history)] == ["deployed"]  # nothing was recorded either
+
+    # values that keep the job's name (helm_test.* is not part of the spec) upgrade as usual
+    _helm(kube_cluster, "upgrade", "exp", str(CHART), *base, "--set", "helm_test.timeout_seconds=30")
+    # the way on the message names: stop the old run, then upgrade
+    co.delete_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", old)
+    ks.wait_for(lambda: not _pytorchjobs(co, namespace), timeout=60, what="PyTorchJob deleted")
+    _helm(kube_cluster, "upgrade", "exp", str(CHART), *base, "--set", "rollout.n=4")
+    new = load_spec(ROOT / "configs" / "grpo-exp3.yaml", [f"scheduling.namespace={namespace}", "rollout.n=4"])
+    new.scheduling.pod_annotations = LONG
+    assert _pytorchjobs(co, namespace) == [new.job_name] != [old]

@@ -10,6 +10,14 @@ print as integers (`{{ 1000000 }}` would print 1e+06).
 {{- include "grpo-exp3.specJson" . -}}
 {{- end -}}
 
+{{/*
+Namespace of every object: scheduling.namespace as the spec resolves it (null: the release namespace,
+so `helm install -n team-a` needs no value); _validate.tpl refuses any other namespace.
+*/}}
+{{- define "grpo-exp3.namespace" -}}
+{{- (include "grpo-exp3.spec" . | fromJson).scheduling.namespace -}}
+{{- end -}}
+
 {{/* Config hash: sha256 of the canonical JSON of the spec, as ExperimentSpec.config_hash. */}}
 {{- define "grpo-exp3.hash" -}}
 {{- $c := include "grpo-exp3.constants" . | fromJson -}}
@@ -314,4 +322,24 @@ spec:
     volumeMounts: {{ $mounts | toJson }}
   volumes: {{ $volumes | toJson }}
 {{- end }}
+{{- end -}}
+
+{{/*
+Name of the `helm test` objects (templates/tests/): `<release>-<chart>-test`, cut to 63 characters. Tied
+to the release, not the job: a test belongs to the release and is replaced by the next `helm test`.
+*/}}
+{{- define "grpo-exp3.testName" -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 58 | trimSuffix "-" | printf "%s-test" -}}
+{{- end -}}
+
+{{/*
+Labels of the `helm test` objects, as JSON: the common labels without app.kubernetes.io/instance (the
+launcher selects a run's pods by it, and the test pod is not one of them), component `helm-test`.
+*/}}
+{{- define "grpo-exp3.testLabels" -}}
+{{- $l := include "grpo-exp3.labels" . | fromJson -}}
+{{- $c := include "grpo-exp3.constants" . | fromJson -}}
+{{- $_ := unset $l $c.instanceLabel -}}
+{{- $_ = set $l $c.componentLabel "helm-test" -}}
+{{- $l | toJson -}}
 {{- end -}}

@@ -3,10 +3,10 @@ Cross-field rules that values.schema.json cannot express: the Helm mirror of spe
 (verl's batch arithmetic, name length, GPU type, GPUs for workload grpo, resume/wandb/storage consistency), and with
 eval.enabled the refusals of `launcher eval` (commands/eval.plan). All problems
 are reported at once, one line each, as `values.<key> must be ..., got <value>`.
-The chart additionally requires scheduling.namespace to equal the release namespace: the objects
-live in scheduling.namespace (it is part of the spec, and so of the hash, exactly as with
-`launcher render`), and a release recorded in one namespace with objects in another confuses
-`helm list`/`helm uninstall` users.
+The chart additionally requires scheduling.namespace, when set, to equal the release namespace
+(null, the default, is the release namespace): the objects live in scheduling.namespace (it is part
+of the spec, and so of the hash, exactly as with `launcher render`), and a release recorded in one
+namespace with objects in another confuses `helm list`/`helm uninstall`/`helm test` users.
 */}}
 {{- define "grpo-exp3.validate" -}}
 {{- $v := .Values -}}
@@ -95,8 +95,10 @@ live in scheduling.namespace (it is part of the spec, and so of the hash, exactl
 {{- $errs = append $errs (printf "values.trainer.save_freq must not be -1 when eval.checkpoint is set (%s): training saved no checkpoint, got -1" $ck) -}}
 {{- end -}}
 {{- end -}}
-{{- if ne $v.scheduling.namespace .Release.Namespace -}}
-{{- $errs = append $errs (printf "values.scheduling.namespace must equal the release namespace %q (helm --namespace; the objects are created in scheduling.namespace), got %q" .Release.Namespace $v.scheduling.namespace) -}}
+{{- with $v.scheduling.namespace -}}
+{{- if ne . $.Release.Namespace -}}
+{{- $errs = append $errs (printf "values.scheduling.namespace must be null (the release namespace) or equal the release namespace %q (helm --namespace; the objects are created in scheduling.namespace), got %q" $.Release.Namespace .) -}}
+{{- end -}}
 {{- end -}}
 {{- if $errs -}}
 {{- fail (printf "\n%s: invalid values (%d problem(s)):\n  - %s" .Chart.Name (len $errs) (join "\n  - " $errs)) -}}
