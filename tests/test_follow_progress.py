@@ -67,3 +67,14 @@ def test_display_mode_table_only_on_a_terminal_without_logs():
     assert display_mode(False, Tty()) == "table"
     assert display_mode(True, Tty()) == "lines"
     assert display_mode(False, io.StringIO()) == "lines"
+
+
+def test_failed_table_follow_shows_the_saved_tail(tmp_path, capsys):
+    from launcher.commands.submit import show_saved_tail
+    from launcher.runs import RunDir
+
+    run = RunDir(tmp_path / "exp-1").ensure()
+    (run.logs / "exp-1-master-0.log").write_text("".join(f"line {i}\n" for i in range(30)) + "RuntimeError: OOM\n")
+    show_saved_tail(run, "exp-1", tail=3)
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["[master-0] line 28", "[master-0] line 29", "[master-0] RuntimeError: OOM", f"(full logs: {run.logs}/)"]
