@@ -5,11 +5,11 @@
     hack/gen_manifests.py --check         regenerate into a temp dir and diff against manifests/
 
 Each experiment directory holds exactly what `python -m launcher render configs/<exp>.yaml --gitops
--o manifests/<exp>/` writes (run through the CLI itself, so it is the command's output and not a
+-d manifests/<exp>/` writes (run through the CLI itself, so it is the command's output and not a
 re-implementation) plus a generated `kustomization.yaml` listing those files in apply order.
 Each evaluation directory (`<exp>-eval/`, EVALS) holds the objects `python -m launcher eval
 configs/<exp>.yaml <args> --dry-run` prints (its arguments parsed and checked by the eval command's own
-parser and `plan`), rendered with gitops=True, one file per object named as `render -o` names them.
+parser and `plan`), rendered with gitops=True, one file per object named as `render -d` names them.
 manifests/gitops/ and manifests/README.md are written by hand and not touched.
 """
 
@@ -41,11 +41,11 @@ KUSTOMIZATION_HEADER = (
 
 
 def render_experiment(exp: str, out: Path) -> list[str]:
-    """`launcher render configs/<exp>.yaml --gitops -o out/<exp>`, then its kustomization.yaml."""
+    """`launcher render configs/<exp>.yaml --gitops -d out/<exp>`, then its kustomization.yaml."""
     target = out / exp
     target.mkdir(parents=True, exist_ok=True)
     with contextlib.redirect_stdout(io.StringIO()):
-        rc = launcher_main(["render", str(ROOT / "configs" / f"{exp}.yaml"), "--gitops", "-o", str(target)])
+        rc = launcher_main(["render", str(ROOT / "configs" / f"{exp}.yaml"), "--gitops", "-d", str(target)])
     if rc != 0:
         raise SystemExit(f"launcher render {exp} failed with exit code {rc}")
     return write_kustomization(target)
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.check:
         return check(args.out)
-    # a re-render must not leave an older config's objects behind (render -o removes NN-*.yaml itself)
+    # a re-render must not leave an older config's objects behind (render -d removes NN-*.yaml itself)
     for directory, files in render_all(args.out).items():
         print(f"{args.out / directory}: {', '.join(files)} + kustomization.yaml")
     return 0

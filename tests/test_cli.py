@@ -46,7 +46,7 @@ def test_render_stdout_and_dir(tmp_path, capsys):
     assert main(["render", EXP3, "--backend", "rayjob"]) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
     assert [d["kind"] for d in docs] == ["ConfigMap", "RayJob"]
-    assert main(["render", EXP3, "-o", str(tmp_path)]) == 0
+    assert main(["render", EXP3, "-d", str(tmp_path)]) == 0
     files = sorted(p.name for p in tmp_path.iterdir())
     assert files[0].startswith("00-configmap-") and files[1].startswith("01-pytorchjob-grpo-exp3-")
 

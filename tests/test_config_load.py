@@ -47,6 +47,44 @@ def test_set_malformed(item):
         apply_sets({}, [item])
 
 
+def test_set_list_indices_as_helm():
+    raw = {"scheduling": {"tolerations": [{"key": "a", "operator": "Exists"}]}}
+    out = apply_sets(raw, ["scheduling.tolerations[0].effect=NoSchedule", "scheduling.tolerations[1].key=b",
+                           "trainer.logger[0]=console", "trainer.logger[1]=file", "grid[0][0]=1"])
+    assert out["scheduling"]["tolerations"] == [{"key": "a", "operator": "Exists", "effect": "NoSchedule"},
+                                                {"key": "b"}]
+    assert out["trainer"]["logger"] == ["console", "file"] and out["grid"] == [[1]]
+    assert raw["scheduling"]["tolerations"] == [{"key": "a", "operator": "Exists"}]  # the input is not changed
+
+
+def test_set_list_index_reaches_the_spec():
+    s = load_spec(CONFIGS / "grpo-exp3.yaml", ["scheduling.tolerations[0].key=gpu", "scheduling.tolerations[0].operator=Exists",
+                         "secrets.image_pull_secrets[0]=regcred"])
+    assert [(t.key, t.operator) for t in s.scheduling.tolerations] == [("gpu", "Exists")]
+    assert s.secrets.image_pull_secrets == ["regcred"]
+
+
+@pytest.mark.parametrize("item, message", [
+    ("scheduling.tolerations[2].key=x",
+     "--set 'scheduling.tolerations[2].key=x': index 2 is out of range: scheduling.tolerations has 1 item(s) "
+     "(use [0] to [1]; [1] appends)"),
+    ("scheduling.tolerations[x].key=v",
+     "--set 'scheduling.tolerations[x].key=v': expected a list index [N] with N a whole number ≥ 0 after "
+     "tolerations, got [x]"),
+    ("scheduling.tolerations[-1]=v", "expected a list index [N] with N a whole number ≥ 0 after tolerations, got [-1]"),
+    ("scheduling.tolerations[]=v", "got []"),
+    ("scheduling.tolerations[0]key=v", "got 'scheduling.tolerations[0]key' (bad part 'tolerations[0]key')"),
+    ("scheduling.tolerations[0=v", "(bad part 'tolerations[0')"),
+    ("scheduling[0]=v", "--set 'scheduling[0]=v': scheduling is not a list (it holds {"),
+    ("scheduling.tolerations.key=v", "scheduling.tolerations is not a section (it holds [{"),
+])
+def test_set_bad_list_index(item, message):
+    raw = {"scheduling": {"tolerations": [{"key": "a"}]}}
+    with pytest.raises(BadInput) as info:
+        apply_sets(raw, [item])
+    assert message in str(info.value)
+
+
 def test_base_cycle_and_missing(tmp_path):
     (tmp_path / "a.yaml").write_text("base: b.yaml\nname: a\n")
     (tmp_path / "b.yaml").write_text("base: a.yaml\n")

@@ -260,3 +260,37 @@ def test_api_server_outage_is_ridden_out(tmp_path):
     assert any("API server unavailable" in n for n in notices)
     assert raw(run_dir) == lines
     assert [r["step"] for r in rows(run_dir)] == [1, 2, 3, 4]
+
+
+def test_broken_pipe_in_on_line_ends_the_follow_and_keeps_saving(tmp_path):
+    """`logs -f | head`: the line sink's reader leaves while the job runs. The follower stops (it would otherwise
+    go on until the job ends, the error lost in a pod thread), saves what it read and re-raises the error."""
+    fk = FakeKube()
+    fk.put(pytorchjob(JOB))
+    fk.put(pod(POD, JOB))
+    lines = simlog_lines(4)
+    fk.append(POD, "pytorch", 0, lines)
+    run_dir = RunDir(tmp_path / JOB)
+    printed = []
+
+    def closed_after_two(pod_name, line):
+        if len(printed) == 2:
+            raise BrokenPipeError(32, "Broken pipe")
+        printed.append(line)
+
+    f = LogFollower(fk, ref_of(fk), run_dir, poll_interval=0.05, read_timeout=2, on_line=closed_after_two)
+    out: dict = {}
+
+    def go():
+        try:
+            f.run()
+        except BaseException as exc:  # noqa: BLE001 - the test inspects what run() raised
+            out["raised"] = exc
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    t.join(10)  # the job stays Running: only the closed output can end the follow
+    assert not t.is_alive(), "a closed stdout must end the follow"
+    assert isinstance(out.get("raised"), BrokenPipeError)
+    assert printed == lines[:2]
+    assert raw(run_dir) == lines  # every line read is still saved

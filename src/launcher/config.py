@@ -8,6 +8,7 @@ a `BadInput` naming the file and what was wrong, raised before anything talks to
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -122,27 +123,72 @@ def load_raw(path: str | Path, _chain: tuple[Path, ...] = ()) -> dict:
     return deep_merge(parent, data)
 
 
+_SEGMENT = re.compile(r"^(?P<name>[^\[\]]+)(?P<indices>(?:\[[^\[\]]*\])*)$")
+_INDEX = re.compile(r"\[([^\[\]]*)\]")
+
+
+def parse_set_key(item: str, key: str) -> list[str | int]:
+    """`a.b[0].c` -> ["a", "b", 0, "c"]: Helm's `--set` path syntax (dots between keys, `[N]` list indices)."""
+    path: list[str | int] = []
+    for segment in key.strip().split("."):
+        m = _SEGMENT.match(segment)
+        if not m:
+            raise BadInput(f"--set {item!r}: expected a key such as rollout.n or scheduling.tolerations[0].key, "
+                           f"got {key!r} (bad part {segment!r})")
+        path.append(m.group("name"))
+        for index in _INDEX.findall(m.group("indices")):
+            if not index.strip().isdigit():
+                raise BadInput(f"--set {item!r}: expected a list index [N] with N a whole number ≥ 0 after "
+                               f"{m.group('name')}, got [{index}]")
+            path.append(int(index))
+    return path
+
+
 def apply_sets(raw: dict, sets: Iterable[str]) -> dict:
-    """Apply `--set a.b.c=value` overrides; the value is parsed as a YAML scalar/flow value."""
+    """Apply `--set a.b.c=value` overrides; the value is parsed as a YAML scalar/flow value.
+
+    As Helm's `--set`, `a.b[0].c=v` reaches into (or creates) a list. An index may name an existing item or
+    the position just past the end (which appends); one further out is refused rather than padded with nulls
+    the way Helm does, since no config list accepts a null item.
+    """
     out = copy.deepcopy(raw)
     for item in sets:
         if "=" not in item:
             raise BadInput(f"--set {item!r}: expected KEY=VALUE, e.g. rollout.n=4")
         key, _, text = item.partition("=")
-        parts = key.strip().split(".")
-        if not all(parts):
+        if not all(key.strip().split(".")):
             raise BadInput(f"--set {item!r}: expected a dotted key such as rollout.n, got {key!r}")
+        path = parse_set_key(item, key)
         value = parse_yaml_text(text, f"--set {key}") if text.strip() else ""
-        node = out
-        for part in parts[:-1]:
-            child = node.get(part)
+        node: Any = out
+        for depth, (part, nxt) in enumerate(zip(path, path[1:] + [None])):
+            where = _path_text(path[:depth + 1])
+            if isinstance(part, int):
+                if part > len(node):
+                    raise BadInput(f"--set {item!r}: index {part} is out of range: {_path_text(path[:depth])} has "
+                                   f"{len(node)} item(s) (use [0] to [{len(node)}]; [{len(node)}] appends)")
+                if part == len(node):
+                    node.append(None)
+            if nxt is None:
+                node[part] = value
+                break
+            child = node[part] if isinstance(part, int) else node.get(part)
             if child is None:
-                child = node[part] = {}
-            if not isinstance(child, dict):
-                raise BadInput(f"--set {item!r}: {part} is not a section (it holds {child!r})")
+                child = node[part] = [] if isinstance(nxt, int) else {}
+            if isinstance(nxt, int) and not isinstance(child, list):
+                raise BadInput(f"--set {item!r}: {where} is not a list (it holds {child!r})")
+            if not isinstance(nxt, int) and not isinstance(child, dict):
+                raise BadInput(f"--set {item!r}: {where} is not a section (it holds {child!r})")
             node = child
-        node[parts[-1]] = value
     return out
+
+
+def _path_text(path: list[str | int]) -> str:
+    """["a", "b", 0, "c"] -> "a.b[0].c" (for messages)."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return text
 
 
 def spec_from_raw(raw: dict, source: str = "config") -> ExperimentSpec:

@@ -410,6 +410,7 @@ class LogFollower:
         self.lines = 0
         self.rows = 0
         self._notices: set[str] = set()
+        self.output_closed = False  # on_line raised BrokenPipeError: run() stops and re-raises it
         self.sink = None
         if metrics:
             from launcher.metrics import MetricsSink
@@ -435,8 +436,14 @@ class LogFollower:
             f.write(("\n".join(lines) + "\n").encode("utf-8"))
             f.flush()
             size = f.tell()
-            for line in lines:
-                self.on_line(pf.short, line)
+            if not self.output_closed:
+                try:
+                    for line in lines:
+                        self.on_line(pf.short, line)
+                except BrokenPipeError:
+                    # stdout's reader left (`logs -f | head`): keep saving, stop printing, and end the follow
+                    # (in this thread the error would only kill one pod's follower, and the run would go on)
+                    self.output_closed = True
             self.lines += len(lines)
             if self.sink is not None:
                 parser = pf.parsers.setdefault(attempt, LogParser())
@@ -451,7 +458,9 @@ class LogFollower:
     # main loop -------------------------------------------------------------------------------
 
     def run(self, *, follow: bool = True, timeout: float | None = None) -> FollowResult:
-        """Follow until the job is finished (status, not end of stream); `follow=False` reads what exists."""
+        """Follow until the job is finished (status, not end of stream); `follow=False` reads what exists.
+
+        Raises BrokenPipeError (after saving what was read) when `on_line` did: its reader is gone."""
         deadline = None if timeout is None else time.monotonic() + timeout
         finishing = not follow
         st = J.job_state(self.ref.backend, self.ref.obj)
@@ -477,7 +486,7 @@ class LogFollower:
                     outage_since = None
                 st = J.job_state(self.ref.backend, obj)
                 self.on_status(st, pods)
-                if st.finished or (deadline is not None and time.monotonic() > deadline):
+                if st.finished or self.output_closed or (deadline is not None and time.monotonic() > deadline):
                     finishing = True
                 for pod in pods:
                     self._track(pod, finishing)
@@ -496,6 +505,8 @@ class LogFollower:
             for pf in self.followers.values():
                 pf.join(timeout=10)
             self.close()
+        if self.output_closed:
+            raise BrokenPipeError("the reader of the log lines went away")
         errors = [pf.error for pf in self.followers.values() if pf.error]
         return FollowResult(st, self.lines, self.rows, errors)
 

@@ -1,7 +1,13 @@
 """The live display of a followed run: step/total, elapsed, ETA, latest reward and throughput.
 
-Rendered with rich on stderr so stdout carries only log lines (pipe-friendly). On a terminal it is a
-live panel under the scrolling log; elsewhere (CI, pipes) it prints one status line per new step.
+Two forms:
+
+- with log lines (`submit --follow --logs`, `logs -f`, any non-terminal stdout): rendered with rich on
+  stderr so stdout carries only log lines (pipe-friendly). On a terminal it is a live line under the
+  scrolling log; elsewhere (CI, pipes) it prints one status line per new step.
+- as a table (`submit --follow` on a terminal, `table_rows > 0`): a compact table of the last steps'
+  key metrics above the same status line, live, in place of the raw lines (which still go to the run
+  directory).
 """
 
 from __future__ import annotations
@@ -9,12 +15,26 @@ from __future__ import annotations
 import sys
 import time
 
-from rich.console import Console
+from collections import OrderedDict
+
+from rich.console import Console, Group
 from rich.live import Live
+from rich.table import Table
 from rich.text import Text
 
 REWARD_KEY = "critic/score/mean"
 THROUGHPUT_KEY = "perf/throughput"
+# The step table's columns: (header, verl metric key). What a GRPO user watches step to step: reward,
+# response length (clipping shows here first), policy loss, KL, gradient norm, time per step, throughput.
+TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("score", REWARD_KEY),
+    ("resp len", "response_length/mean"),
+    ("pg loss", "actor/pg_loss"),
+    ("kl", "actor/ppo_kl"),
+    ("grad norm", "actor/grad_norm"),
+    ("step s", "timing_s/step"),
+    ("tok/s", THROUGHPUT_KEY),
+)
 
 
 def _clock(seconds: float | None) -> str:
@@ -29,7 +49,7 @@ class RunProgress:
     """Tracks steps and job phase; `render()` gives the one-line summary the display shows."""
 
     def __init__(self, job: str, total_steps: int | None, *, console: Console | None = None,
-                 clock=time.monotonic):
+                 clock=time.monotonic, table_rows: int = 0):
         self.job = job
         self.total = total_steps
         self.console = console or Console(stderr=True)
@@ -43,6 +63,8 @@ class RunProgress:
         self.phase = "Pending"
         self._live: Live | None = None
         self._last_printed_step: int | None = None
+        self.table_rows = table_rows
+        self.steps: OrderedDict[int, dict] = OrderedDict()  # step -> metrics, the table's last rows
 
     # updates ---------------------------------------------------------------------------------
 
@@ -52,6 +74,11 @@ class RunProgress:
                 continue  # step 0 is validation before training, not progress
             if self.first_step_at is None:
                 self.first_step_at, self.first_step = self.clock(), r.step
+            if self.table_rows:
+                self.steps[r.step] = r.metrics  # a re-run step (restarted container) replaces its row
+                self.steps.move_to_end(r.step)
+                while len(self.steps) > self.table_rows:
+                    self.steps.popitem(last=False)
             if self.step is None or r.step >= self.step:
                 self.step = r.step
                 self.reward = r.metrics.get(REWARD_KEY, self.reward)
@@ -84,16 +111,32 @@ class RunProgress:
         parts.append(self.phase)
         return " | ".join(parts)
 
+    def table(self) -> Table:
+        """The last `table_rows` steps, one row each, oldest first (steps in the order they arrived)."""
+        table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+        table.add_column("step", justify="right")
+        for header, _ in TABLE_COLUMNS:
+            table.add_column(header, justify="right")
+        for step, metrics in self.steps.items():
+            table.add_row(str(step), *(_cell(metrics.get(key)) for _, key in TABLE_COLUMNS))
+        return table
+
+    def renderable(self):
+        """What the live display shows: the status line, under the step table in table mode."""
+        line = Text(self.render())
+        return Group(self.table(), line) if self.table_rows else line
+
     def __enter__(self) -> RunProgress:
         if self.console.is_terminal:
-            self._live = Live(Text(self.render()), console=self.console, refresh_per_second=4, transient=False,
-                              redirect_stdout=True, redirect_stderr=False)
+            # table mode owns the terminal: notices printed to stderr meanwhile go above the display too
+            self._live = Live(self.renderable(), console=self.console, refresh_per_second=4, transient=False,
+                              redirect_stdout=True, redirect_stderr=bool(self.table_rows))
             self._live.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
         if self._live is not None:
-            self._live.update(Text(self.render()))
+            self._live.update(self.renderable())
             self._live.__exit__(*exc)
             self._live = None
         else:
@@ -101,10 +144,19 @@ class RunProgress:
 
     def _refresh(self) -> None:
         if self._live is not None:
-            self._live.update(Text(self.render()))
+            self._live.update(self.renderable())
         elif self.step is not None and self.step != self._last_printed_step:
             self._last_printed_step = self.step
             self.console.print(self.render(), highlight=False, soft_wrap=True)
+
+
+def _cell(value) -> str:
+    """A metric for the table: 4 significant digits, `-` when the step did not report it."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value)
+    return f"{value:.4g}"
 
 
 def print_line(pod: str, line: str, stream=None) -> None:

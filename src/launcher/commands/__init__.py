@@ -22,4 +22,5 @@ VERBS: dict[str, str] = {
     "eval": "eval",
     "rbac": "rbac",
     "schema": "schema",
+    "completion": "completion",
 }

@@ -1,13 +1,35 @@
-"""Arguments several verbs share, declared once."""
+"""Arguments several verbs share, declared once, and the machine-readable shapes of `-o json|yaml`.
+
+The shapes (stable: fields are only ever added, never renamed or removed):
+
+- `Run` (one element of `list`, what `wait` prints at the end, the core of `status`)::
+
+    {"apiVersion": "grpo-launcher/v1", "kind": "Run", "name": job name, "namespace": ...,
+     "backend": "pytorchjob" | "rayjob", "jobKind": "PyTorchJob" | "RayJob", "experiment": name or null,
+     "created": RFC3339 creationTimestamp or null,
+     "state": {"phase": Pending|Suspended|Running|Restarting|Succeeded|Failed|Deleted|Unknown,
+               "finished": bool, "succeeded": bool, "reason": str}}
+
+- `list`: `{"apiVersion": "grpo-launcher/v1", "kind": "RunList", "items": [Run, ...]}` (newest first).
+- `status`: a Run plus `conditions` (the job's, as the API returns them), `ray` (RayJob only:
+  jobDeploymentStatus, jobStatus, rayClusterName), `pods` ([{name, role, phase, restarts, node, problem}])
+  and `events` ([{time, type, reason, object, count, message}]).
+- `wait`: the Run as it was when waiting ended, plus `result` (succeeded | failed | timeout) and
+  `exitCode` (the code the command exits with).
+"""
 
 from __future__ import annotations
 
 import argparse
 
+API_VERSION = "grpo-launcher/v1"
+OUTPUT_FORMATS = ("json", "yaml")
+
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """CONFIG plus `--backend` and repeatable `--set KEY=VALUE`."""
-    parser.add_argument("config", metavar="CONFIG", help="experiment config (YAML), e.g. configs/grpo-exp3.yaml")
+    mark_completion(parser.add_argument("config", metavar="CONFIG",
+                                        help="experiment config (YAML), e.g. configs/grpo-exp3.yaml"), "file")
     parser.add_argument("--backend", choices=["pytorchjob", "rayjob"], help="override the config's backend")
     parser.add_argument(
         "--set",
@@ -15,7 +37,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a config field, e.g. --set rollout.n=4 (repeatable)",
+        help="override a config field, e.g. --set rollout.n=4 or, as Helm, "
+             "--set scheduling.tolerations[0].key=gpu (repeatable)",
     )
 
 
@@ -24,3 +47,56 @@ def load_from_args(args: argparse.Namespace):
     from launcher.config import load_spec
 
     return load_spec(args.config, args.sets, args.backend)
+
+
+def mark_completion(action: argparse.Action, kind: str) -> argparse.Action:
+    """Tag an argument for shell completion ("file" or "dir"); `launcher completion` maps the tag to shtab's
+    completer (shtab itself is only imported there: it costs ~60 ms at start-up)."""
+    action.completion_kind = kind  # type: ignore[attr-defined]
+    return action
+
+
+def add_output_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """kubectl's `-o/--output FORMAT` for a verb that prints a table or text by default."""
+    parser.add_argument("-o", "--output", metavar="FORMAT", default=None,
+                        help=f"print {what} as json or yaml instead of text (shape: README, 'Machine-readable output')")
+
+
+def check_format(value: str | None, formats=OUTPUT_FORMATS, hint: str = "") -> str | None:
+    """The `-o` value if it is one of `formats`, None when not given; else BadInput (exit 2) naming the flag."""
+    from launcher.errors import BadInput
+
+    if value is None:
+        return None
+    if value.lower() in formats:
+        return value.lower()
+    raise BadInput(f"-o/--output: expected a format, one of {', '.join(formats)}, got {value!r}{hint}")
+
+
+def emit(obj, fmt: str) -> None:
+    """Print `obj` as JSON (indented, key order kept) or YAML on stdout."""
+    import json
+
+    if fmt == "json":
+        print(json.dumps(obj, indent=2, default=str))
+    else:
+        import yaml
+
+        print(yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, allow_unicode=True), end="")
+
+
+def run_object(ref, namespace: str, state) -> dict:
+    """The `Run` shape (see the module docstring) for a job as last read and its interpreted state."""
+    md = ref.obj.get("metadata") or {}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Run",
+        "name": ref.name,
+        "namespace": md.get("namespace") or namespace,
+        "backend": ref.backend,
+        "jobKind": ref.resource.kind,
+        "experiment": ref.experiment or None,
+        "created": md.get("creationTimestamp"),
+        "state": {"phase": state.phase, "finished": state.finished, "succeeded": state.succeeded,
+                  "reason": state.reason},
+    }

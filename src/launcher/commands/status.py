@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from launcher.commands._cluster import add_cluster_arguments
+from launcher.commands._common import add_output_argument
 
 HELP = "show a run's state, its pods and why they are stuck (NAME: job or experiment)"
 
@@ -18,15 +19,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", metavar="NAME", help="job name, or experiment name (its newest run)")
     add_cluster_arguments(parser, runs_dir=False)
     parser.add_argument("--events", type=int, default=15, metavar="N", help="show the last N events (default 15)")
+    add_output_argument(parser, "the run, its pods and events")
 
 
 def run(args: argparse.Namespace) -> int:
     from launcher.commands._cluster import connect
+    from launcher.commands._common import check_format
     from launcher.kube import jobs as J
 
+    fmt = check_format(args.output)  # bad input: before any cluster call
     kube = connect(args)
     ref = J.find_run(kube, args.name)
     state = J.job_state(ref.backend, ref.obj)
+    if fmt:
+        return _emit(kube, ref, state, args.events, fmt)
     md = ref.obj.get("metadata") or {}
     print(f"{ref.resource.kind} {ref.name}  namespace {kube.namespace}  experiment {ref.experiment or '-'}  "
           f"age {J.age(md.get('creationTimestamp'))}")
@@ -55,9 +61,7 @@ def run(args: argparse.Namespace) -> int:
         print(line)
         if problem:
             print(f"    ! {problem}")
-    names = {ref.name} | {p["metadata"]["name"] for p in pods}
-    events = kube.events_for(names)
-    shown = [e for e in events if e.get("type") == "Warning" or e.get("reason") in INTERESTING][-args.events:]
+    shown = _events(kube, ref, pods, args.events)
     if shown:
         print("events:")
         for e in shown:
@@ -66,4 +70,42 @@ def run(args: argparse.Namespace) -> int:
             count = f" x{e['count']}" if (e.get("count") or 1) > 1 else ""
             print(f"  {when} {e.get('type', ''):<7} {e.get('reason', ''):<18} {obj.get('kind', '')}/{obj.get('name', '')}"
                   f"{count}: {' '.join((e.get('message') or '').split())}")
+    return 0
+
+
+def _events(kube, ref, pods: list[dict], last: int) -> list[dict]:
+    """The last `last` events of the job and its pods worth a user's attention, oldest first."""
+    names = {ref.name} | {p["metadata"]["name"] for p in pods}
+    events = kube.events_for(names)
+    return [e for e in events if e.get("type") == "Warning" or e.get("reason") in INTERESTING][-last:] if last > 0 else []
+
+
+def _emit(kube, ref, state, last_events: int, fmt: str) -> int:
+    """`-o json|yaml`: the Run shape plus conditions, pods and events (launcher.commands._common)."""
+    from launcher.commands._common import emit, run_object
+    from launcher.kube import jobs as J
+
+    status = ref.obj.get("status") or {}
+    out = run_object(ref, kube.namespace, state)
+    out["conditions"] = status.get("conditions") or []
+    if ref.backend == "rayjob":
+        out["ray"] = {k: status.get(k) for k in ("jobDeploymentStatus", "jobStatus", "rayClusterName")}
+    pods = J.job_pods(kube, ref)
+    out["pods"] = [{
+        "name": p["metadata"]["name"],
+        "role": J.short_name(p, ref.name),
+        "phase": (p.get("status") or {}).get("phase"),
+        "restarts": sum(int(cs.get("restartCount") or 0) for cs in (p.get("status") or {}).get("containerStatuses") or []),
+        "node": (p.get("status") or {}).get("nodeName"),
+        "problem": J.pod_problem(p),
+    } for p in pods]
+    out["events"] = [{
+        "time": e.get("lastTimestamp") or e.get("eventTime"),
+        "type": e.get("type"),
+        "reason": e.get("reason"),
+        "object": f"{(e.get('involvedObject') or {}).get('kind', '')}/{(e.get('involvedObject') or {}).get('name', '')}",
+        "count": e.get("count") or 1,
+        "message": " ".join((e.get("message") or "").split()),
+    } for e in _events(kube, ref, pods, last_events)]
+    emit(out, fmt)
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from launcher.commands._cluster import add_cluster_arguments
 from launcher.commands._common import add_config_arguments
@@ -12,9 +13,11 @@ DESCRIPTION = (
     "Validate CONFIG, check the cluster (operator CRD, namespace, GPU nodes, Kueue LocalQueue), then create the "
     "ConfigMap/PVC and the PyTorchJob or RayJob. The job name carries the config hash, so submitting the same config "
     "again attaches to the existing run; a different config under the same experiment name is refused unless --new. "
-    "Writes runs/<job>/spec.yaml and manifests.yaml. Exit codes: 0 ok, 1 run failed (--follow), 2 bad input, "
-    "3 cluster unreachable or refused."
+    "Writes runs/<job>/spec.yaml and manifests.yaml. --follow on a terminal shows a progress line and a table of "
+    "the last steps' metrics; with --logs, or when stdout is not a terminal, it prints every raw log line with a "
+    "[pod] prefix instead. Either way the raw logs are saved under runs/<job>/logs/."
 )
+TABLE_ROWS = 10  # steps the --follow table keeps on screen: enough to see a trend, small enough for any terminal
 
 CRD_MISSING = {
     "pytorchjob": "Kubeflow Training Operator is not installed: no kubeflow.org/v1 PyTorchJob",
@@ -29,7 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="client: only render and print; server: send with dryRun=All and print what the "
                              "server would create")
     parser.add_argument("--follow", "-f", action="store_true",
-                        help="follow the logs with a progress display until the job finishes; exit 0/1 by its state")
+                        help="follow the run until the job finishes, exit 0/1 by its state: on a terminal a progress "
+                             "line and a per-step metrics table, else every log line (raw logs: runs/<job>/logs/)")
+    parser.add_argument("--logs", action="store_true",
+                        help="with --follow (implied): print every raw log line, [pod]-prefixed, even on a terminal")
     parser.add_argument("--new", action="store_true",
                         help="start a run even if the experiment already has one with a different config")
 
@@ -94,11 +100,51 @@ def _submit(args, spec, objects) -> int:
             run_dir.write_text(run_dir.spec, dump_spec(spec))
             run_dir.write_text(run_dir.manifests, to_yaml(objects))
         print(f"attached to {res.kind} {name} in namespace {kube.namespace} (run dir: {run_dir.path})", flush=True)
-    if not args.follow:
+    if not (args.follow or args.logs):
         return 0
     ref = J.JobRef(spec.backend, name, job)
-    result = follow_run(kube, ref, run_dir, total_steps=spec.trainer.total_training_steps)
+    if display_mode(args.logs, sys.stdout) == "table":
+        result = follow_table(kube, ref, run_dir, total_steps=spec.trainer.total_training_steps)
+        if result.state.finished and not result.state.succeeded:
+            show_saved_tail(run_dir, ref.name)  # the lines were not on screen: show how it ended
+    else:
+        result = follow_run(kube, ref, run_dir, total_steps=spec.trainer.total_training_steps)
     return _exit_for(result.state, err)
+
+
+def display_mode(logs: bool, stdout) -> str:
+    """"table" (progress line + step table) on a terminal, "lines" (every raw line) with --logs or off one."""
+    isatty = getattr(stdout, "isatty", None)
+    return "table" if not logs and isatty is not None and isatty() else "lines"
+
+
+def follow_table(kube, ref, run_dir, *, total_steps=None, console=None, **follower_kw):
+    """Follow the run showing the step table and progress line on stdout; raw lines go only to the run dir."""
+    from rich.console import Console
+
+    from launcher.commands._cluster import err
+    from launcher.follow import LogFollower
+    from launcher.progress import RunProgress
+
+    progress = RunProgress(ref.name, total_steps, console=console or Console(), table_rows=TABLE_ROWS)
+    with progress:
+        follower = LogFollower(kube, ref, run_dir, on_line=None, on_records=progress.records, on_notice=err,
+                               on_status=progress.status, **follower_kw)
+        result = follower.run(follow=True)
+    for e in result.errors:
+        err(f"warning: log follower: {e}")
+    return result
+
+
+def show_saved_tail(run_dir, job: str, tail: int = 20) -> None:
+    """The last `tail` saved lines of each pod's raw log, on stderr, `[pod]`-prefixed."""
+    from launcher.commands._cluster import err
+
+    for path in sorted(run_dir.logs.glob("*.log")) if run_dir.logs.is_dir() else []:
+        short = path.name[:-4].removeprefix(job + "-")
+        for line in path.read_bytes().decode("utf-8", "replace").split("\n")[:-1][-tail:]:
+            err(f"[{short}] {line}")
+    err(f"(full logs: {run_dir.logs}/)")
 
 
 def _exit_for(state, err) -> int:

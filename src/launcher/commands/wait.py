@@ -1,29 +1,36 @@
-"""`launcher wait NAME`: block until the run finishes; exit 0 on success, 1 on failure (with why)."""
+"""`launcher wait NAME`: block until the run finishes; exit 0 on success, 1 on failure (with why), 124 on --timeout."""
 
 from __future__ import annotations
 
 import argparse
 
 from launcher.commands._cluster import add_cluster_arguments
+from launcher.commands._common import add_output_argument
 
-HELP = "wait for a run to finish: exit 0 on success, 1 on failure (last log lines and the reason)"
+HELP = "wait for a run to finish: exit 0 on success, 1 on failure (last log lines and the reason), 124 on timeout"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", metavar="NAME", help="job name, or experiment name (its newest run)")
     add_cluster_arguments(parser)
     parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                        help="give up after this long (exit 1); default: wait forever")
+                        help="give up after this long: exit 124, the run keeps going (default: wait forever)")
     parser.add_argument("--interval", type=float, default=2.0, metavar="SECONDS", help=argparse.SUPPRESS)
     parser.add_argument("--tail", type=int, default=20, metavar="N", help="log lines to show on failure (default 20)")
+    add_output_argument(parser, "the run's final state (a Run, plus result and exitCode)")
 
 
 def run(args: argparse.Namespace) -> int:
     import time
 
     from launcher.commands._cluster import connect, err
+    from launcher.commands._common import check_format
+    from launcher.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_TIMEOUT, BadInput
     from launcher.kube import jobs as J
 
+    fmt = check_format(args.output)
+    if args.timeout is not None and args.timeout < 0:
+        raise BadInput(f"--timeout: expected seconds ≥ 0, got {args.timeout:g}")
     kube = connect(args)
     ref = J.find_run(kube, args.name)
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
@@ -51,14 +58,24 @@ def run(args: argparse.Namespace) -> int:
                 err(f"[{J.short_name(p, ref.name)}] {problem}")
                 last_problem = problem
         if deadline is not None and time.monotonic() > deadline:
-            err(f"timed out after {args.timeout:g}s: {ref.name} is still {state.phase}")
-            return 1
+            err(f"timed out after {args.timeout:g}s: {ref.name} is still {state.phase} (exit {EXIT_TIMEOUT})")
+            return _result(kube, ref, state, "timeout", EXIT_TIMEOUT, fmt)
         time.sleep(args.interval)
     if state.succeeded:
-        print(f"{ref.name} succeeded")
-        return 0
+        if not fmt:
+            print(f"{ref.name} succeeded")
+        return _result(kube, ref, state, "succeeded", EXIT_OK, fmt)
     _show_failure(kube, ref, state, args.tail, args.runs_dir)
-    return 1
+    return _result(kube, ref, state, "failed", EXIT_RUN_FAILED, fmt)
+
+
+def _result(kube, ref, state, result: str, code: int, fmt: str | None) -> int:
+    """Exit `code`; with `-o` first print the final state (launcher.commands._common: Run + result, exitCode)."""
+    if fmt:
+        from launcher.commands._common import emit, run_object
+
+        emit({**run_object(ref, kube.namespace, state), "result": result, "exitCode": code}, fmt)
+    return code
 
 
 def _show_failure(kube, ref, state, tail: int, runs_dir: str | None) -> None:
