@@ -37,7 +37,10 @@ golden: setup ## Regenerate tests/golden/ after an intended rendering change (re
 	UPDATE_GOLDEN=1 $(VPY) -m pytest -q tests/test_render_golden.py -k test_golden
 
 .PHONY: run
-run: setup ## Install everything and run grpo-exp3 end to end (embedded local cluster when KUBECONFIG is unset)
-	VPY=$(abspath $(VPY)) hack/run-main-job.sh $(CONFIG)
+run: ## Run grpo-exp3 end to end, installing the rest (embedded cluster if KUBECONFIG is unset: needs Go 1.26+, npm)
+	# Prerequisites first: a missing Go or npm is reported before anything is installed or built.
+	PY=$(PY) hack/run-main-job.sh --check-prereqs
+	$(MAKE) setup
+	PY=$(PY) VPY=$(abspath $(VPY)) hack/run-main-job.sh $(CONFIG)
 
 -include mk/*.mk
