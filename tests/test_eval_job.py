@@ -200,6 +200,7 @@ def _fake_env(tmp_path, **extra) -> dict:
             "LAUNCHER_MERGE_CMD": f"{sys.executable} {tmp_path / 'fake_merger.py'}", **extra}
 
 
+@pytest.mark.verl  # the `flexible` re-score below is verl's own GSM8K scorer (absent without verl)
 def test_eval_runs_base_then_checkpoint_and_prints_what_eval_json_needs(tmp_path, capfd):
     config, spec = _config(tmp_path)
     actor = EV.actor_dir(spec, 7)
