@@ -9,7 +9,9 @@ declares marks for everything below it the same way, with a `pytestmark` in its 
 itself ignores `pytestmark` in a conftest; `pytest_collection_modifyitems` below applies it).
 
 Without `-m` (`make test`, CI) nothing is left out: every module is imported and run, so a missing verl
-still fails loudly instead of being skipped.
+still fails loudly instead of being skipped. A path named on the command line is always imported too
+(pytest never consults `pytest_ignore_collect` for its own arguments); the rule applies to what pytest finds
+by walking directories, as `make unit` does.
 """
 
 from __future__ import annotations
