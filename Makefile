@@ -29,15 +29,22 @@ test: ## Everything CI runs (.ci/run): installs, generated-file checks, scans, t
 	$(VPY) -m pytest -q --durations=15
 
 .PHONY: unit
-unit: setup ## Unit and property tests only (no cluster, no verl, no fuzzing)
-	$(VPY) -m pytest -q -m 'not cluster and not verl and not slow'
+unit: setup tools ## Unit and property tests: no cluster, no verl, no CPU image, no fuzzing (needs helm/kubectl from `make tools`, and Go)
+	# Go: the render tests validate against the operators' CRDs and Kubernetes' OpenAPI, read from their Go
+	# modules (`go mod download`, tests/crd_schema.py). Modules marked verl/cluster/image are not even imported
+	# (tests/conftest.py), so a machine without verl, torch or the image collects cleanly.
+	@command -v go >/dev/null || { echo "make unit: needs Go on PATH (tests/crd_schema.py reads the CRDs from Go modules): https://go.dev/dl/" >&2; exit 2; }
+	$(VPY) -m pytest -q -m 'not cluster and not verl and not slow and not image'
 
 .PHONY: golden
 golden: setup ## Regenerate tests/golden/ after an intended rendering change (review the diff)
 	UPDATE_GOLDEN=1 $(VPY) -m pytest -q tests/test_render_golden.py -k test_golden
 
 .PHONY: run
-run: setup ## Install everything and run grpo-exp3 end to end (embedded local cluster when KUBECONFIG is unset)
-	VPY=$(abspath $(VPY)) hack/run-main-job.sh $(CONFIG)
+run: ## Run grpo-exp3 end to end, installing the rest (embedded cluster if KUBECONFIG is unset: needs Go 1.26+, npm)
+	# Prerequisites first: a missing Go or npm is reported before anything is installed or built.
+	PY=$(PY) hack/run-main-job.sh --check-prereqs
+	$(MAKE) setup
+	PY=$(PY) VPY=$(abspath $(VPY)) hack/run-main-job.sh $(CONFIG)
 
 -include mk/*.mk

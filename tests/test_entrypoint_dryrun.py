@@ -213,6 +213,13 @@ def test_eval_mode_passes_mode_and_model_through(capsys):
     spec = load_spec(config)
     expected = [*VERL_COMMAND, *verl_overrides(spec, mode="eval", model="/workspace/merged", ray_num_cpus=16)]
     assert _command(out) == shlex.join(expected)
+    # written out: the given model is evaluated, validation only, nothing saved
+    cmd = shlex.split(_command(out))
+    assert cmd[:3] == ["python3", "-m", "verl.trainer.main_ppo"]
+    for override in ("actor_rollout_ref.model.path=/workspace/merged", "trainer.val_only=True",
+                     "trainer.val_before_train=True", "trainer.save_freq=-1", "ray_kwargs.ray_init.num_cpus=16"):
+        assert override in cmd, override
+    assert "actor_rollout_ref.model.path=Qwen/Qwen2.5-3B-Instruct" not in cmd
 
 
 def test_prepare_data_only_calls_prepare_and_runs_nothing(capsys, tmp_path, monkeypatch):
@@ -274,6 +281,13 @@ def test_reads_the_configmap_the_manifest_mounts(capsys, tmp_path, backend):
     assert code == 0
     cpus = 16 if backend == "pytorchjob" else None
     assert _command(out) == shlex.join([*VERL_COMMAND, *verl_overrides(spec, ray_num_cpus=cpus)])
+    # written out: the mounted config is grpo-exp3's; Ray is pinned to the probed CPUs only where the
+    # entrypoint starts Ray itself (a PyTorchJob pod), never under KubeRay
+    cmd = shlex.split(_command(out))
+    assert cmd[:3] == ["python3", "-m", "verl.trainer.main_ppo"]
+    assert {"trainer.experiment_name=grpo-exp3", "data.train_batch_size=8", "actor_rollout_ref.rollout.n=2",
+            "trainer.total_training_steps=25", "trainer.n_gpus_per_node=2"} <= set(cmd)
+    assert ("ray_kwargs.ray_init.num_cpus=16" in cmd) == (backend == "pytorchjob")
 
     job = objects[-1]
     text = yaml.safe_dump(job)

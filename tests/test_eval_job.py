@@ -4,6 +4,7 @@ relies on (a checkpoint at the last step; no silent resume)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 import sys
@@ -80,7 +81,14 @@ def test_each_set_of_models_is_its_own_run_and_names_fit_the_budget(capsys):
     names = {L.eval_job_name(spec, models_key(b, c)) for b, c in
              [(True, None), (False, "25"), (False, "latest"), (True, "25"), (True, "latest")]}
     assert len(names) == 5
-    assert L.eval_job_name(spec, "base") == L.eval_job_name(spec, "base")  # deterministic: resubmit attaches
+    # Deterministic, so a resubmit attaches: the documented rule `<name>-eval-<hash>`, the hash being the
+    # first 8 hex digits of sha256("<config hash>|<models>"), written out here rather than called.
+    digest = hashlib.sha256(f"{spec.config_hash()}|base".encode()).hexdigest()[:8]
+    assert L.eval_job_name(load_spec(EXP3), "base") == f"grpo-exp3-eval-{digest}"
+    assert [models_key(True, None), models_key(False, "25"), models_key(True, "latest")] == [
+        "base", "checkpoint=25", "base+checkpoint=latest"]
+    objs = _render(capsys, "--baseline")  # the job `launcher eval --baseline` renders carries that name
+    assert _job(objs)["metadata"]["name"] == f"grpo-exp3-eval-{digest}"
     long = load_spec(EXP3, ["name=" + "a" * 38])
     name = L.eval_job_name(long, "base")
     assert len(name) == JOB_NAME_MAX and "-eval-" in name
@@ -130,6 +138,15 @@ def test_dry_run_prints_the_merge_and_one_verl_command_per_model(tmp_path, capsy
                     *verl_overrides(spec, mode="eval", model=spec.model.path, experiment_name="grpo-exp3-eval-base",
                                     checkpoint_dir=f"{root}/ckpt", ray_num_cpus=4),
                     f"trainer.validation_data_dir='{root}/generations'"]
+    # the same command, written out where it differs from training: validation only, nothing saved,
+    # the base model, its own experiment name and directories, Ray pinned to the probed CPUs
+    for override in ("trainer.val_only=True", "trainer.val_before_train=True", "trainer.save_freq=-1",
+                     "actor_rollout_ref.model.path=Qwen/Qwen2.5-3B-Instruct",
+                     "trainer.experiment_name=grpo-exp3-eval-base",
+                     f"trainer.default_local_dir='{root}/ckpt'",  # quoted for Hydra: the path holds < >
+                     "data.val_files=/workspace/data/gsm8k/test.parquet", "ray_kwargs.ray_init.num_cpus=4"):
+        assert override in base, override
+    assert "trainer.save_freq=25" not in base  # training's value (save at the last step) is not kept
     ckpt = shlex.split(plan[-1])
     assert f"actor_rollout_ref.model.path={spec.checkpoint_path}/global_step_25/actor/hf_merged" in ckpt
     assert "trainer.experiment_name=grpo-exp3-eval-checkpoint-step25" in ckpt
@@ -183,6 +200,7 @@ def _fake_env(tmp_path, **extra) -> dict:
             "LAUNCHER_MERGE_CMD": f"{sys.executable} {tmp_path / 'fake_merger.py'}", **extra}
 
 
+@pytest.mark.verl  # the `flexible` re-score below is verl's own GSM8K scorer (absent without verl)
 def test_eval_runs_base_then_checkpoint_and_prints_what_eval_json_needs(tmp_path, capfd):
     config, spec = _config(tmp_path)
     actor = EV.actor_dir(spec, 7)
@@ -237,6 +255,7 @@ def test_multi_node_head_runs_the_evaluation_driver_as_its_child(tmp_path, capsy
     out = capsys.readouterr().out.splitlines()
     assert code == 0
     assert out[out.index("# command") + 1] == shlex.join(EV.driver_argv(str(config), baseline=True, checkpoint=None))
+    assert out[out.index("# command") + 1] == f"python3 -m launcher.entrypoint.evaluate --config {config} --baseline"
 
 
 # --------------------------------------------------------------------------------------------------

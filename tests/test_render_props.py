@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
@@ -69,7 +69,12 @@ def _set(raw: dict, path: tuple, value) -> dict:
     return raw
 
 
-def _check(path: tuple, value) -> None:
+def _check(path: tuple, value) -> str:
+    """"refused" (with a message naming field, expected and got) or "rendered" (and carried faithfully).
+
+    Either outcome passes here, so the property alone would pass if validation refused everything: the
+    tests below it require "rendered" where a value is valid.
+    """
     raw = _set(EXP3_RAW, path, value)
     try:
         spec = spec_from_raw(raw, "config")
@@ -78,7 +83,7 @@ def _check(path: tuple, value) -> None:
         assert lines, str(exc)
         for line in lines:
             assert ": expected " in line and ", got " in line, line
-        return
+        return "refused"
     text = to_yaml(render(spec))
     objects = list(yaml.safe_load_all(text))
     assert objects == render(spec)  # the text is exactly the objects
@@ -88,6 +93,7 @@ def _check(path: tuple, value) -> None:
     if isinstance(value, str) and isinstance(_get(spec, path), str):
         assert _get(carried, path) == value  # strings are never altered
     _check_landing(path, spec, objects[-1])
+    return "rendered"
 
 
 def _check_landing(path, spec, job):
@@ -116,9 +122,65 @@ def test_any_value_in_any_field(path, value):
     _check(path, value)
 
 
+ANNOTATION_FORBIDDEN = frozenset(
+    [chr(c) for c in range(0x20) if chr(c) not in "\t\n"] + [chr(c) for c in range(0x7F, 0xA0)]
+    + ["\u2028", "\u2029", "\ufeff", "\ufffe", "\uffff"]
+)
+
+
 @settings(max_examples=200, deadline=None)
 @given(key=st.from_regex(r"\A[a-z]([a-z0-9.-]{0,10}[a-z0-9])?/[A-Za-z0-9]([A-Za-z0-9._-]{0,20}[A-Za-z0-9])?\Z"),
-       value=st.text(max_size=200))
+       # plain text often hits neither edge: mix in the characters on both sides of the rule
+       value=st.text(alphabet=st.one_of(st.characters(codec="utf-8"), st.sampled_from(list(
+           "\t\n\r\x0b\x1f\x7f\x85\u2028\ufeff\uffff{}:#'\"-|>"))), max_size=200))
+@example(key="a/b", value="line 1\n\tline 2")
+@example(key="a/b", value="carriage\r\nreturn")
 def test_annotation_values_round_trip_exactly(key, value):
-    # Annotation values are free text: the one place arbitrary strings must survive verbatim.
-    _check(("scheduling", "pod_annotations"), {key: value})
+    # Annotation values are free text, the one place multi-line strings must survive verbatim: everything
+    # renders except what the spec documents as refused (C0/C1 controls other than tab and newline, DEL,
+    # U+2028/U+2029, U+FEFF, U+FFFE/U+FFFF: unreadable or folded by YAML readers).
+    refused = any(c in ANNOTATION_FORBIDDEN for c in value)
+    assert _check(("scheduling", "pod_annotations"), {key: value}) == ("refused" if refused else "rendered")
+
+
+@pytest.mark.parametrize("path", LEAVES, ids=".".join)
+def test_every_field_renders_its_own_valid_value(path):
+    # the value grpo-exp3 resolves to is valid by definition: each field's "rendered" branch is reached
+    values = spec_from_raw(EXP3_RAW, "config").model_dump(mode="json")
+    assert _check(path, _get(values, path)) == "rendered"
+
+
+# Valid values other than grpo-exp3's, one per kind of field, written out by hand (not drawn from the model).
+VALID = [
+    (("name",), "my-exp"),
+    (("image",), "registry.example.com/team/verl:1.2"),
+    (("rollout", "n"), 4),
+    (("actor", "lr"), 3e-6),
+    (("model", "offline"), True),
+    (("data", "val_max_samples"), 100),
+    (("resources", "memory"), "64Gi"),
+    (("storage", "claim_name"), "ckpt"),
+    (("trainer", "logger"), ["console"]),
+    (("scheduling", "node_selector"), {"pool": "gpu-a"}),
+    (("scheduling", "pod_annotations"), {"example.com/note": "a: b\n{{ c }} # d"}),
+    (("scheduling", "namespace"), "team-a"),
+]
+# ...and values every reader of the spec's docs knows to be invalid.
+INVALID = [
+    (("name",), "Bad_Name"),
+    (("rollout", "n"), 0),
+    (("actor", "lr"), -1.0),
+    (("backend",), "slurm"),
+    (("resources", "memory"), "lots"),
+    (("scheduling", "namespace"), "Team_A"),
+]
+
+
+@pytest.mark.parametrize("path,value", VALID, ids=lambda v: ".".join(v) if isinstance(v, tuple) else None)
+def test_valid_values_are_rendered(path, value):
+    assert _check(path, value) == "rendered"
+
+
+@pytest.mark.parametrize("path,value", INVALID, ids=lambda v: ".".join(v) if isinstance(v, tuple) else None)
+def test_invalid_values_are_refused(path, value):
+    assert _check(path, value) == "refused"

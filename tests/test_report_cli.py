@@ -166,8 +166,14 @@ def test_plots_are_nonempty_and_show_the_data(tmp_path):
 
 
 def test_extra_sections_extend_markdown_and_json(tmp_path, monkeypatch):
+    from launcher.report import build
+    from launcher.report.evaluation import provider as eval_provider
+
     run = load_run(make_run_dir(tmp_path / "r"))
     calls = []
+    # importing launcher.report registered the GSM8K evaluation section, exactly once
+    assert SECTION_PROVIDERS.count(eval_provider) == 1
+    real_registry = list(SECTION_PROVIDERS)
 
     def provider(r, doc):
         calls.append(doc["training_steps"])
@@ -178,7 +184,9 @@ def test_extra_sections_extend_markdown_and_json(tmp_path, monkeypatch):
             data={"base": 0.62, "trained": 0.71, "nan": math.nan},
         )
 
-    monkeypatch.setattr("launcher.report.build.SECTION_PROVIDERS", [provider])
+    # a registry of our own, holding the real eval provider too (it finds no eval.json here: no section)
+    registry = [eval_provider, provider]
+    monkeypatch.setattr(build, "SECTION_PROVIDERS", registry)
     extra = Section(key="extra", title="Extra", markdown="hello")
     doc, written = write_report(run, tmp_path / "out", 1, extra_sections=[extra], plots=False)
     md = written["report.md"].read_text()
@@ -186,7 +194,10 @@ def test_extra_sections_extend_markdown_and_json(tmp_path, monkeypatch):
     saved = json.loads(written["report.json"].read_text())
     assert saved["sections"] == {"evaluation": {"base": 0.62, "trained": 0.71, "nan": None}}
     assert calls == [12]
-    assert provider not in SECTION_PROVIDERS  # the real registry was untouched (it holds the eval section's)
+    # write_report reads the registry, it never adds to it (not the extra sections, not on a second call)
+    write_report(run, tmp_path / "out2", 1, extra_sections=[extra], plots=False)
+    assert calls == [12, 12] and registry == [eval_provider, provider]
+    assert SECTION_PROVIDERS == real_registry
 
 
 def test_run_dir_may_be_a_job_name_under_the_runs_dir(tmp_path, monkeypatch, capsys):

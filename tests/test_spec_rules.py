@@ -32,6 +32,8 @@ GOOD = [
     ["workload=smoke", "resources.gpus_per_node=0", "resources.nodes=2", "backend=rayjob"],
     ["workload=smoke", "resources.gpus_per_node=0", "resources.nodes=4"],  # 16 samples / 4 pods
     ["workload=smoke"],  # the smoke workload on GPU pods (NCCL all-reduce)
+    # 6 × 2 = 12 samples padded to 16 (a multiple of lcm(2 GPUs, 4 × 2)): 8 per GPU, which 4 divides (12 / 2 = 6 would not)
+    ["data.train_batch_size=6", "actor.ppo_mini_batch_size=4", "rollout.log_prob_micro_batch_size_per_gpu=4"],
 ]
 
 
@@ -53,7 +55,12 @@ BAD = [
     (["data.train_batch_size=7", "actor.ppo_mini_batch_size=7"], "actor.ppo_micro_batch_size_per_gpu",
      "ppo_mini_batch_size × rollout.n / GPUs = 7 × 2 / 2 = 7", "got 2"),
     # verl pads a step's samples and splits each GPU's share into log-prob micro-batches at run time
-    (["rollout.log_prob_micro_batch_size_per_gpu=3"], "rollout.log_prob_micro_batch_size_per_gpu", "", "got 3"),
+    # (8 × 2 = 16 samples, padded to a multiple of lcm(2 GPUs, 8 × 2) = 16, / 2 GPUs = 8 per GPU; 3 does not divide 8)
+    (["rollout.log_prob_micro_batch_size_per_gpu=3"], "rollout.log_prob_micro_batch_size_per_gpu",
+     "a divisor of the per-GPU log-prob batch", "= 8, got 3"),
+    # padding counts: 6 × 2 = 12 samples, padded to a multiple of lcm(2, 4 × 2) = 8, so 16, / 2 GPUs = 8 per GPU
+    (["data.train_batch_size=6", "actor.ppo_mini_batch_size=4", "rollout.log_prob_micro_batch_size_per_gpu=3"],
+     "rollout.log_prob_micro_batch_size_per_gpu", "a divisor of the per-GPU log-prob batch", "= 8, got 3"),
     (["rollout.tensor_parallel_size=4"], "rollout.tensor_parallel_size", "a divisor of resources.gpus_per_node (2)",
      "got 4"),
     (["rollout.tensor_parallel_size=3", "resources.gpus_per_node=4"], "rollout.tensor_parallel_size",
@@ -86,6 +93,11 @@ BAD = [
     (["model.local_dir=relative/path"], "model.local_dir", "a string matching", "got 'relative/path'"),
     (["scheduling.node_selector={'bad key!': x}"], "scheduling.node_selector.bad key! (key)", "a string matching", "got 'bad key!'"),
 ]
+
+
+def test_every_bad_case_names_what_was_expected():
+    # an empty fragment is in every line: it would check nothing
+    assert [sets for sets, _, expected, _ in BAD if not expected.strip()] == []
 
 
 @pytest.mark.parametrize("sets,field,expected,got", BAD, ids=lambda v: v if isinstance(v, str) else None)

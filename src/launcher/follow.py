@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from launcher import placement
 from launcher.errors import ClusterError
 from launcher.kube import jobs as J
 from launcher.kube.client import ApiError, Kube
@@ -535,6 +536,8 @@ class LogFollower:
         if not started:
             self.notice(f"[{J.short_name(pod, self.ref.name)}] {phase or 'Pending'}: {J.pending_reason(pod)}")
             return
+        # where it ran (KWOK fake or real node), for the report's "simulated" note (launcher.placement)
+        placement.record(self.kube, self.run_dir.path, pod)
         pf = PodFollower(self, pod, container)
         if finishing:
             pf.finish.set()

@@ -2,6 +2,8 @@
 and KubeRay operator, the real scheduler against fake A100 nodes, KWOK stages and KWOK log serving.
 
 Every test runs against the cluster from the ``kube_cluster`` fixture (started on demand, never someone else's).
+Every job is the launcher's own rendered grpo-exp3 (`launcher render` / `launcher.render.render`), with only the
+KWOK stage annotations and, where a test needs it, a field broken on purpose; none is written by hand.
 """
 from __future__ import annotations
 
@@ -30,67 +32,32 @@ VERL_LOG = [
 ]
 
 
-def grpo_pytorchjob(name: str, *, gpus: int = 2, delay: str = "15s", exit_code: int | None = None) -> dict:
-    """A minimal grpo-like PyTorchJob (1 node x N GPUs, verl GRPO entrypoint) for the e2e tests."""
+def exp3_objects(backend: str, *sets: str, annotations: dict | None = None) -> list[dict]:
+    """The launcher's own manifests for grpo-exp3 (`launcher.render.render`, what `submit` sends), in apply
+    order; `annotations` become `scheduling.pod_annotations` (the KWOK stage annotations these tests need)."""
+    from launcher.config import load_spec
+    from launcher.render import render
+
+    overrides = list(sets)
+    if annotations:
+        overrides.append("scheduling.pod_annotations=" + json.dumps(annotations))
+    return render(load_spec(ks.REPO_ROOT / "configs" / "grpo-exp3.yaml", overrides, backend=backend))
+
+
+def exp3_pytorchjob(*sets: str, delay: str = "15s", exit_code: int | None = None) -> list[dict]:
+    """grpo-exp3's rendered ConfigMap + PyTorchJob; KWOK completes the pod after `delay`, or fails it with
+    `exit_code`."""
     annotations = {ks.POD_COMPLETE_DELAY: delay}
     if exit_code is not None:
         annotations[ks.POD_FAIL_EXIT_CODE] = str(exit_code)
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/name": "grpo-launcher", "grpo/experiment": "exp3"}},
-        "spec": {
-            "runPolicy": {"backoffLimit": 0, "cleanPodPolicy": "None"},
-            "pytorchReplicaSpecs": {
-                "Master": {
-                    "replicas": 1,
-                    "restartPolicy": "Never",
-                    "template": {
-                        "metadata": {"annotations": annotations, "labels": {"grpo/role": "trainer"}},
-                        "spec": {
-                            "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
-                            "containers": [{
-                                "name": "pytorch",
-                                "image": "verlai/verl:vllm011.latest",
-                                "command": ["python3", "-m", "launcher.entrypoint", "--spec", "/etc/grpo/spec.yaml"],
-                                "env": [{"name": "RAY_COLOR_PREFIX", "value": "0"}],
-                                "resources": {
-                                    "requests": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": str(gpus)},
-                                    "limits": {"nvidia.com/gpu": str(gpus)},
-                                },
-                            }],
-                        },
-                    },
-                },
-            },
-        },
-    }
+    return exp3_objects("pytorchjob", *sets, annotations=annotations)
 
 
-def rayjob(name: str) -> dict:
-    head_container = {"name": "ray-head", "image": "rayproject/ray:2.49.0",
-                      "resources": {"requests": {"cpu": "4", "memory": "16Gi"}}}
-    worker_container = {"name": "ray-worker", "image": "rayproject/ray:2.49.0",
-                        "resources": {"requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "2"},
-                                      "limits": {"nvidia.com/gpu": "2"}}}
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayJob",
-        "metadata": {"name": name},
-        "spec": {
-            "entrypoint": "python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo",
-            "shutdownAfterJobFinishes": False,
-            "rayClusterSpec": {
-                "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [head_container]}}},
-                "workerGroupSpecs": [{
-                    "groupName": "gpu", "replicas": 1, "minReplicas": 1, "maxReplicas": 1, "rayStartParams": {},
-                    "template": {"spec": {
-                        "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
-                        "containers": [worker_container]}},
-                }],
-            },
-        },
-    }
+def in_namespace(obj: dict, ns: str) -> dict:
+    """A copy of a rendered object placed in the test's namespace."""
+    obj = copy.deepcopy(obj)
+    obj["metadata"]["namespace"] = ns
+    return obj
 
 
 PLURALS = {("kubeflow.org/v1", "PyTorchJob"): "pytorchjobs", ("ray.io/v1", "RayJob"): "rayjobs"}
@@ -226,7 +193,9 @@ def test_pytorchjob_fails_with_annotated_exit_code(kube_cluster, kube_api, names
     from kubernetes import watch
 
     core, co = client.CoreV1Api(kube_api), _co(kube_api)
-    name = "grpo-crash"
+    objs = exp3_pytorchjob(delay="3s", exit_code=3)
+    name = objs[-1]["metadata"]["name"]
+    assert objs[-1]["spec"]["runPolicy"]["backoffLimit"] == 0  # grpo-exp3's default: a failed pod fails the job
     exit_codes: list[int] = []
     w = watch.Watch()
 
@@ -243,8 +212,7 @@ def test_pytorchjob_fails_with_annotated_exit_code(kube_cluster, kube_api, names
     t = threading.Thread(target=watch_pods, daemon=True)
     t.start()
     time.sleep(0.5)
-    co.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs",
-                                       grpo_pytorchjob(name, delay="3s", exit_code=3))
+    create_objects(kube_api, namespace, objs)
     job = ks.wait_for(lambda: _job_condition_true(co, namespace, name, "Failed"), timeout=90,
                       what="PyTorchJob Failed")
     failed = _cond(job["status"]["conditions"], "Failed")
@@ -257,11 +225,14 @@ def test_pytorchjob_fails_with_annotated_exit_code(kube_cluster, kube_api, names
 
 
 def test_sixteen_gpus_stay_pending_insufficient(kube_cluster, kube_api, namespace):
-    core, co = client.CoreV1Api(kube_api), _co(kube_api)
-    name = "grpo-too-big"
-    co.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs",
-                                       grpo_pytorchjob(name, gpus=16))
-    pod_name = f"{name}-master-0"
+    core = client.CoreV1Api(kube_api)
+    # grpo-exp3 on 16 GPUs in one pod (micro-batches of 1 keep the batch rules satisfied): no node has 16
+    objs = exp3_pytorchjob("resources.gpus_per_node=16", "actor.ppo_micro_batch_size_per_gpu=1",
+                           "rollout.log_prob_micro_batch_size_per_gpu=1")
+    container = objs[-1]["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 16
+    create_objects(kube_api, namespace, objs)
+    pod_name = f"{objs[-1]['metadata']['name']}-master-0"
 
     def unschedulable():
         p = _pod(core, namespace, pod_name)
@@ -337,8 +308,13 @@ def test_rayjob_cluster_pods_bound_and_job_completes(kube_cluster, kube_api, nam
 
 
 def test_invalid_manifests_rejected_by_apiserver(kube_cluster, kube_api, namespace):
+    """The launcher's rendered PyTorchJob and RayJob, each broken in one field, against the real CRD schemas."""
     co = _co(kube_api)
-    bad_type = grpo_pytorchjob("bad-type")
+    job = in_namespace(exp3_pytorchjob()[-1], namespace)
+    ok = co.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", copy.deepcopy(job),
+                                            dry_run="All", field_validation="Strict")
+    assert ok["metadata"]["name"] == job["metadata"]["name"]  # unbroken, the rendered job is accepted as is
+    bad_type = copy.deepcopy(job)
     bad_type["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = "one"
     with pytest.raises(ApiException) as e:
         co.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", bad_type, dry_run="All")
@@ -350,7 +326,7 @@ def test_invalid_manifests_rejected_by_apiserver(kube_cluster, kube_api, namespa
     assert {"reason": "FieldValueTypeInvalid", "field": "spec.pytorchReplicaSpecs.Master.replicas"}.items() \
         <= status["details"]["causes"][0].items()
 
-    unknown = grpo_pytorchjob("bad-field")
+    unknown = copy.deepcopy(job)
     unknown["spec"]["pytorchReplicaSpecs"]["Master"]["gpusPerNode"] = 2
     with pytest.raises(ApiException) as e:
         co.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", unknown,
@@ -366,7 +342,11 @@ def test_invalid_manifests_rejected_by_apiserver(kube_cluster, kube_api, namespa
                                             copy.deepcopy(unknown), dry_run="All", field_validation="Ignore")
     assert "gpusPerNode" not in ok["spec"]["pytorchReplicaSpecs"]["Master"]
 
-    bad_ray = rayjob("bad-ray")
+    rayjob = in_namespace(exp3_objects("rayjob")[-1], namespace)
+    assert rayjob["kind"] == "RayJob"
+    co.create_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", copy.deepcopy(rayjob), dry_run="All",
+                                       field_validation="Strict")
+    bad_ray = copy.deepcopy(rayjob)
     bad_ray["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] = "two"
     with pytest.raises(ApiException) as e:
         co.create_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", bad_ray, dry_run="All")
@@ -377,12 +357,11 @@ def test_invalid_manifests_rejected_by_apiserver(kube_cluster, kube_api, namespa
 
 def test_follow_stream_tails_and_does_not_end_when_pod_completes(kube_cluster, kube_api, namespace):
     """Documents KWOK's follow=true: it tails appended lines and stays open after the pod has Succeeded."""
-    core, co = client.CoreV1Api(kube_api), _co(kube_api)
-    name = "grpo-follow"
-    pod_name = f"{name}-master-0"
+    core = client.CoreV1Api(kube_api)
+    objs = exp3_pytorchjob(delay="8s")
+    pod_name = f"{objs[-1]['metadata']['name']}-master-0"
     served = ks.serve_logs(kube_cluster, namespace, pod_name, VERL_LOG[0])
-    co.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs",
-                                       grpo_pytorchjob(name, delay="8s"))
+    create_objects(kube_api, namespace, objs)
     ks.wait_for(lambda: (p := _pod(core, namespace, pod_name)) and p.status.phase == "Running", timeout=60,
                 what="pod Running")
 
@@ -465,3 +444,28 @@ def test_fixture_refuses_clusters_it_did_not_start(kube_cluster, tmp_path, monke
     # no marker at all: refused
     (fake / "grpo-cluster.json").unlink()
     assert ks.identify_cluster() is None
+
+
+def test_report_of_a_run_on_kwok_nodes_says_it_is_simulated(kube_cluster, namespace, tmp_path):
+    """`launcher submit --follow` on the fake A100 nodes records the KWOK node in runs/<job>/pods.json, and
+    `launcher report` leads with the simulated-trainer note (the log is a generated verl log)."""
+    from launcher.config import load_spec
+    from launcher_helpers import CONFIG, cri, run_launcher, verl_lines
+
+    steps = 4
+    sets = [f"trainer.total_training_steps={steps}", f"scheduling.namespace={namespace}",
+            "scheduling.pod_annotations=" + json.dumps({ks.POD_COMPLETE_DELAY: "10s"})]
+    job = load_spec(CONFIG, sets).job_name
+    ks.serve_logs(kube_cluster, namespace, f"{job}-master-0", cri(verl_lines(steps)))
+    runs = tmp_path / "runs"
+    rc, _, err = run_launcher(["submit", CONFIG, "--follow", *[a for s in sets for a in ("--set", s)]],
+                              kube_cluster, runs, timeout=180)
+    assert rc == 0, err[-2000:]
+    pods = json.loads((runs / job / "pods.json").read_text())["pods"]
+    assert list(pods) == [f"{job}-master-0"]
+    assert pods[f"{job}-master-0"]["node"] in A100_NODES and pods[f"{job}-master-0"]["simulated"] is True
+    rc, _, err = run_launcher(["report", str(runs / job), "--no-plots"], kube_cluster, runs)
+    assert rc == 0, err
+    md = (runs / job / "report.md").read_text()
+    assert "> **Simulated trainer (KWOK fake nodes; generated verl log).**" in md.split("## Config")[0]
+    assert json.loads((runs / job / "report.json").read_text())["execution"]["simulated"] is True

@@ -1,7 +1,7 @@
 """Tests against the real verl 0.9.1 package (`make verl-env`, then `make verl-test`).
 
-Every test under tests/verl carries the `verl` marker (the `unit` target deselects it). Nothing here
-skips: when verl, torch or hydra is missing the session fails with the command that installs them, so
+Every test under tests/verl carries the `verl` marker (`pytestmark` below; the `unit` target deselects
+it). Nothing here skips: when verl, torch or hydra is missing the session fails with the command that installs them, so
 a CI run that forgot `make verl-env` is red, not green-with-skips.
 """
 
@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
 VERL_VERSION = "0.9.1"
 
 
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if HERE in Path(str(item.fspath)).resolve().parents:
-            item.add_marker(pytest.mark.verl)
+# Applied to every test below by tests/conftest.py, which also leaves this directory out of collection
+# when `-m` deselects `verl` (`make unit`): its modules import verl's dependencies at import time.
+pytestmark = pytest.mark.verl
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from launcher import placement
 from launcher.report import diagnose, stats
 from launcher.report.load import Run, is_validation_key, spec_get
 
@@ -63,8 +64,9 @@ def analyze(run: Run, warmup_steps: int = 1) -> dict:
     """The `report.json` document for `run` (see ARCHITECTURE.md and the report issue's contract).
 
     Beyond the contract it carries: `schema_version`, `run`, `config`, `zero_signal_fraction`,
-    `throughput` (definitions and GPU counts), `validation`, `notes` (what could not be computed),
-    `sections` (extra sections' data), and a `note` on each Pearson entry.
+    `throughput` (definitions and GPU counts), `validation`, `execution` (where the pods ran and whether
+    the run was simulated on KWOK fake nodes), `notes` (what could not be computed), `sections` (extra
+    sections' data), and a `note` on each Pearson entry.
     """
     if warmup_steps < 0:
         raise ValueError("warmup_steps must be >= 0")
@@ -142,6 +144,8 @@ def analyze(run: Run, warmup_steps: int = 1) -> dict:
             if k != "step" and is_validation_key(k):
                 validation.setdefault(k, []).append({"step": int(row["step"]), "value": v})
     doc["validation"] = validation
+    # Where the pods ran: on KWOK fake nodes the figures come from a generated log (launcher.placement).
+    doc["execution"] = placement.summary(run.pods)
     doc["notes"] = notes
     doc["sections"] = {}
     return _jsonable(doc)

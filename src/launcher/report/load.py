@@ -1,4 +1,4 @@
-"""Reading a run directory: `metrics.jsonl` rows and the optional `spec.yaml`.
+"""Reading a run directory: `metrics.jsonl` rows, the optional `spec.yaml` and `pods.json`.
 
 The loader is forgiving about content (a malformed line, a duplicated step, a non-numeric value are
 noted and skipped) and strict about existence (no run directory, no `metrics.jsonl`, or nothing
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from launcher import placement
 from launcher.errors import BadInput
 
 METRICS_FILE = "metrics.jsonl"
@@ -39,6 +40,8 @@ class Run:
     rows: list[dict[str, float]]
     spec: dict[str, Any] | None
     notes: list[str] = field(default_factory=list)
+    # `pods.json` (launcher.placement): each pod's node and whether it is a KWOK fake; None when absent
+    pods: dict[str, dict[str, Any]] | None = None
 
     @property
     def training_rows(self) -> list[dict[str, float]]:
@@ -193,7 +196,7 @@ def nonfinite_note(path: Path) -> list[str]:
 
 
 def load_run(run_dir: str | os.PathLike[str]) -> Run:
-    """Load `RUN_DIR/metrics.jsonl` (required) and `RUN_DIR/spec.yaml` (optional).
+    """Load `RUN_DIR/metrics.jsonl` (required), `RUN_DIR/spec.yaml` and `RUN_DIR/pods.json` (optional).
 
     Raises `BadInput` when the directory or `metrics.jsonl` is missing, unreadable, or holds no
     readable row.
@@ -215,7 +218,7 @@ def load_run(run_dir: str | os.PathLike[str]) -> Run:
     name = path.resolve().name
     if spec and isinstance(spec.get("name"), str) and spec["name"]:
         name = spec["name"]
-    return Run(path=path, name=name, rows=rows, spec=spec, notes=notes + spec_notes)
+    return Run(path=path, name=name, rows=rows, spec=spec, notes=notes + spec_notes, pods=placement.load(path))
 
 
 def spec_get(spec: dict[str, Any] | None, dotted: str) -> Any:

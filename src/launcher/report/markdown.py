@@ -117,6 +117,10 @@ def render(doc: Mapping, plots: Mapping[str, str], sections: Sequence[Any] = ())
         f"Run directory `{run.get('path', '?')}`; {doc['training_steps']} training step(s); "
         f"warm-up {doc['warmup_steps']} step(s). Generated from `metrics.jsonl` by `launcher report`.\n"
     )
+    execution = doc.get("execution") or {}
+    if execution.get("simulated"):  # first thing a reader sees: these figures are not from training
+        headline = execution["headline"]
+        add(f"> **{headline[0].upper()}{headline[1:]}.** {execution['note'][0].upper()}{execution['note'][1:]}\n")
 
     # Config -------------------------------------------------------------------------------
     add("## Config\n")

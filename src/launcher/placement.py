@@ -1,0 +1,99 @@
+"""Where a run's pods ran: `runs/<job>/pods.json`, one entry per pod, and whether its node is a KWOK fake.
+
+Why it is recorded: on the embedded cluster of `make run` the nodes are KWOK fakes. They run no
+container; the trainer pod's log is a generated verl GRPO log (`launcher.simlog`) that KWOK serves
+through the pod-logs API. Metrics parsed from it look like a real run's, so the report must be able
+to say they are simulated, and it reads only the run directory (it never talks to the cluster).
+The follower records each pod's node here when the pod starts (`record`); `report` reads it back.
+
+A node is a KWOK fake when it carries the annotation `kwok.x-k8s.io/node: fake` (the selector of the
+nodes kwok-controller manages: hack/cluster/up.sh passes it, hack/cluster/manifests/nodes.yaml sets
+it) or the label `type: kwok` (KWOK's examples and the same manifests). A node that cannot be read (the launcher
+may lack `get nodes`, a cluster-scoped permission) is recorded as unknown (`simulated: null`),
+never guessed.
+
+File format (JSON): `{"pods": {"<pod>": {"node": "<node>", "simulated": true | false | null}}}`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+PODS_FILE = "pods.json"
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+KWOK_ANNOTATION_VALUE = "fake"
+KWOK_LABEL = "type"
+KWOK_LABEL_VALUE = "kwok"
+
+# The words the report leads with (the issue's wording, so users and tests find the same phrase).
+SIMULATED_HEADLINE = "simulated trainer (KWOK fake nodes; generated verl log)"
+
+
+def is_kwok_node(node: dict) -> bool:
+    """True when `node` (a Node object as a dict) is simulated by KWOK (see the module docstring)."""
+    md = node.get("metadata") or {}
+    annotations = md.get("annotations") or {}
+    labels = md.get("labels") or {}
+    return (annotations.get(KWOK_ANNOTATION) == KWOK_ANNOTATION_VALUE
+            or labels.get(KWOK_LABEL) == KWOK_LABEL_VALUE)
+
+
+def load(run_dir: Path) -> dict[str, dict[str, Any]] | None:
+    """`pods.json`'s pods, or None when the run directory has none (or it is unreadable)."""
+    try:
+        data = json.loads((Path(run_dir) / PODS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    pods = data.get("pods") if isinstance(data, dict) else None
+    return {str(k): v for k, v in pods.items() if isinstance(v, dict)} if isinstance(pods, dict) else None
+
+
+def record(kube: Any, run_dir: Path, pod: dict) -> None:
+    """Add `pod`'s node to `run_dir/pods.json` (once per pod name); best effort, never raises for the cluster.
+
+    `kube` is the `launcher.kube.client.Kube` seam (imported lazily: the report side of this module
+    must not import the Kubernetes client).
+    """
+    from launcher.errors import ClusterError
+    from launcher.kube.client import NODE
+    from launcher.runs import write_atomic
+
+    name = pod["metadata"]["name"]
+    node_name = (pod.get("spec") or {}).get("nodeName")
+    pods = load(run_dir) or {}
+    if not node_name or name in pods:
+        return
+    try:
+        node = kube.get(NODE, node_name)
+    except ClusterError:  # e.g. 403: no `get nodes`; the run goes on, the report says "unknown"
+        node = None
+    pods[name] = {"node": node_name, "simulated": None if node is None else is_kwok_node(node)}
+    write_atomic(Path(run_dir) / PODS_FILE, json.dumps({"pods": pods}, indent=1, sort_keys=True) + "\n")
+
+
+def summary(pods: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
+    """The report's `execution` block: `simulated` is True when any pod ran on a KWOK node, False when
+    every recorded pod ran on a real node, None when nothing (or only unknown nodes) was recorded;
+    `headline` is `SIMULATED_HEADLINE` when simulated; `note` says which pods ran where."""
+    pods = pods or {}
+    fake = sorted(p for p, v in pods.items() if v.get("simulated") is True)
+    real = sorted(p for p, v in pods.items() if v.get("simulated") is False)
+    unknown = sorted(p for p, v in pods.items() if v.get("simulated") not in (True, False))
+    simulated = True if fake else False if real and not unknown else None
+    note = None
+    if fake:
+        nodes = sorted({str(pods[p].get("node")) for p in fake})
+        note = (
+            f"pod(s) {', '.join(fake)} ran on KWOK fake "
+            f"node(s) {', '.join(nodes)}, which run no container. The log these figures were parsed from is a "
+            "generated verl GRPO log (`launcher.simlog`, served by KWOK through the pod-logs API), not training: "
+            "the API server, scheduler, operators and the launcher's submit/follow/metrics/report are real, the "
+            "numbers are not."
+        )
+        if real:
+            note += f" Pod(s) {', '.join(real)} ran on real nodes."
+    elif unknown:
+        note = f"node kind unknown for pod(s) {', '.join(unknown)} (the node could not be read)"
+    return {"simulated": simulated, "headline": SIMULATED_HEADLINE if fake else None, "note": note, "pods": pods}

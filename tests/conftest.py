@@ -1,0 +1,115 @@
+"""Suite-wide collection rule: a module's (or directory's) markers decide whether it is imported at all.
+
+Why: `make unit` runs `pytest -m 'not cluster and not verl and ...'`, but pytest applies `-m` only after it
+has imported every test module. A module that needs verl, torch or hydra at import time therefore fails
+*collection* on a machine without them, although every test in it would have been deselected. So before a
+module is imported, its top-level `pytestmark = ...` is read from the source (AST, nothing imported); when no
+test in it could match `-m`, whatever marks its functions add, the module is not collected. A directory
+declares marks for everything below it the same way, with a `pytestmark` in its own `conftest.py` (pytest
+itself ignores `pytestmark` in a conftest; `pytest_collection_modifyitems` below applies it).
+
+Without `-m` (`make test`, CI) nothing is left out: every module is imported and run, so a missing verl
+still fails loudly instead of being skipped. A path named on the command line is always imported too
+(pytest never consults `pytest_ignore_collect` for its own arguments); the rule applies to what pytest finds
+by walking directories, as `make unit` does.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import itertools
+import re
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+# More free identifiers than this in a -m expression: too many combinations to prove a module
+# deselected, so it is collected as usual (pytest then deselects its tests itself).
+_MAX_FREE = 12
+_WORDS = re.compile(r"[A-Za-z_][\w.+-]*")
+_OPERATORS = {"and", "or", "not", "True", "False"}
+
+
+@functools.lru_cache(maxsize=None)
+def declared_marks(path: Path) -> frozenset[str]:
+    """Names of the `pytest.mark.NAME` / `pytest.mark.NAME(...)` in a file's top-level `pytestmark = ...`."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return frozenset()  # let pytest import it and report the problem itself
+    names: set[str] = set()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AnnAssign) else []
+        if not any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in targets) or node.value is None:
+            continue
+        for sub in ast.walk(node.value):
+            # pytest.mark.NAME: Attribute(value=Attribute(value=Name('pytest'), attr='mark'), attr=NAME)
+            if (isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Attribute)
+                    and sub.value.attr == "mark" and isinstance(sub.value.value, ast.Name)
+                    and sub.value.value.id == "pytest"):
+                names.add(sub.attr)
+    return frozenset(names)
+
+
+def inherited_marks(path: Path) -> frozenset[str]:
+    """Marks of `path` (a test module or directory) from its own `pytestmark` and every enclosing
+    directory's `conftest.py` up to tests/."""
+    marks: set[str] = set()
+    if path.is_file():
+        marks |= declared_marks(path)
+    directory = path if path.is_dir() else path.parent
+    while directory == HERE or HERE in directory.parents:
+        if directory != HERE and (directory / "conftest.py").is_file():
+            marks |= declared_marks(directory / "conftest.py")
+        directory = directory.parent
+    return frozenset(marks)
+
+
+def can_match(markexpr: str, marks: frozenset[str]) -> bool:
+    """Could any test carrying `marks` (plus any other marks) be selected by `-m markexpr`?
+
+    Every identifier of the expression that is not in `marks` is free: a test function may add it. All
+    combinations are tried, so the answer is exact for any expression (`not verl or slow` included).
+    """
+    from _pytest.mark.expression import Expression  # pytest's own parser of -m (no public equivalent)
+
+    try:
+        expr = Expression.compile(markexpr)
+    except SyntaxError:
+        return True  # pytest reports the bad expression itself
+    free = sorted({w for w in _WORDS.findall(markexpr) if w not in _OPERATORS} - marks)
+    if len(free) > _MAX_FREE:
+        return True
+    for values in itertools.product((False, True), repeat=len(free)):
+        chosen = marks | {name for name, on in zip(free, values) if on}
+        if expr.evaluate(lambda name, /, **kwargs: name in chosen):
+            return True
+    return False
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Leave out a module or directory none of whose tests `-m` can select (see the module docstring)."""
+    markexpr = config.option.markexpr
+    if not markexpr:
+        return None
+    path = Path(collection_path).resolve()
+    if path.is_file() and not (path.name.startswith("test_") and path.suffix == ".py"):
+        return None
+    if path.is_dir() and not (path / "conftest.py").is_file():
+        return None
+    marks = inherited_marks(path)
+    if marks and not can_match(markexpr, marks):
+        return True
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Apply the marks a directory's conftest.py declares to every test below it (before `-m` deselects)."""
+    for item in items:
+        path = Path(str(item.path)).resolve()
+        own = declared_marks(path)  # pytest already applied the module's own pytestmark
+        for name in sorted(inherited_marks(path) - own):
+            item.add_marker(getattr(pytest.mark, name))
