@@ -116,16 +116,18 @@ class Kube:
         logs.take_errors()  # only what this load logs counts
         cfg = client.Configuration()
         ctx_ns = None
-        # The client reads $KUBECONFIG once, at import; read it per call like kubectl (and tests) expect.
+        # The client reads $KUBECONFIG once, at import (kubernetes<37 also for its default path): always pass
+        # the file, read per call like kubectl (and tests) expect.
         kubeconfig = kubeconfig or os.environ.get("KUBECONFIG") or None
+        path = kubeconfig or os.path.expanduser("~/.kube/config")
         try:
             try:
-                contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
+                contexts, active = config.list_kube_config_contexts(config_file=path)
                 chosen = next((c for c in contexts if c["name"] == context), None) if context else active
                 if context and chosen is None:
                     raise BadInput(f"--context {context}: no such context in the kubeconfig")
                 ctx_ns = (chosen or {}).get("context", {}).get("namespace")
-                config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+                config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
                 user = (chosen or {}).get("context", {}).get("user", "?")
             except (ConfigException, FileNotFoundError) as exc:
                 if kubeconfig or context:
