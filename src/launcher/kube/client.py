@@ -10,7 +10,7 @@ Every failure becomes one line: `ClusterError` (exit 3) for 401/403/409/422/5xx,
 unreachable server; 404 is returned as `None` by `get` (callers decide what "missing" means). Only
 transport errors (urllib3, sockets) are read as "unreachable": any other exception is a bug in the
 launcher and surfaces as one, never as a cluster problem. Requests go through the urllib3 pool the
-kubernetes client configured, which every supported client release has (pyproject: kubernetes>=30).
+kubernetes client configured, which every supported client release has (pyproject: kubernetes>=30.1).
 Messages name the server URL and the object, never credentials (a kubeconfig's token or key never
 reaches a message: `ApiException.__str__` prints response headers, so we never use it).
 """
@@ -175,7 +175,8 @@ class Kube:
                    **_auth_headers(self.api.configuration)}
         t = timeout or self.timeout
         # The urllib3 pool the client configured (CA, client certificate, proxy, retries) is used directly:
-        # `ApiClient.call_api`/`param_serialize` changed signature in kubernetes 35-37, the pool did not.
+        # kubernetes 37 regenerated `ApiClient` (`param_serialize` is new, `call_api` changed signature, 36.0.3
+        # still has the old ones); the pool and `Configuration.auth_settings()` are the same in 30.1 and 37.
         try:
             resp = self.api.rest_client.pool_manager.request(
                 method, url, body=None if body is None else json.dumps(body), headers=headers,
