@@ -27,6 +27,7 @@ test: ## Everything CI runs (.ci/run): installs, generated-file checks, scans, t
 	$(MAKE) -j3 --output-sync=target verl-env image-cpu cluster-bins
 	$(MAKE) chart-check manifests-check chart-lint scan
 	$(VPY) -m pytest -q --durations=15
+	$(MAKE) client-floor-test  # once, after the suite: the cluster verbs with the oldest allowed kubernetes client
 
 .PHONY: unit
 unit: setup tools ## Unit and property tests: no cluster, no verl, no CPU image, no fuzzing (needs helm/kubectl from `make tools`, and Go)

@@ -14,13 +14,11 @@ def test_rbac_objects_validate_and_grant_exactly_the_table():
     assert [o["kind"] for o in objs] == ["Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"]
     for o in objs:
         assert schema_errors(o) == [], o["kind"]
-    granted = {(r["apiGroups"][0], r["resources"][0], v) for o in objs if "rules" in o for r in o["rules"]
-               for v in r["verbs"]}
-    wanted = {(p.group, p.resource, v) for p in PERMISSIONS for v in p.verbs}
-    assert granted == wanted
-    role, binding = objs[0], objs[1]
-    assert all(not p.cluster_scoped for p in PERMISSIONS
-               if any(r["resources"] == [p.resource] for r in role["rules"]))
+    granted = {(o["kind"] == "ClusterRole", r["apiGroups"][0], r["resources"][0], v) for o in objs if "rules" in o
+               for r in o["rules"] for v in r["verbs"]}
+    wanted = {(p.cluster_scoped, p.group, p.resource, v) for p in PERMISSIONS for v in p.verbs}
+    assert granted == wanted  # namespaced calls in the Role, cluster-wide reads in the ClusterRole
+    binding = objs[1]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "bot", "namespace": "ci"}]
     # Nothing broader than needed: no wildcards, no secrets, no write on pods.
     for o in objs:
@@ -37,3 +35,32 @@ def test_rbac_verb(capsys):
     assert [d["kind"] for d in docs] == ["Role", "RoleBinding"]
     assert docs[1]["subjects"][0] == {"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}
     assert main(["rbac", "-n", "Bad_NS", "--user", "x"]) == 2
+
+
+def test_the_role_is_derived_from_the_call_table_and_grants_nothing_unused():
+    from launcher.commands import VERBS
+    from launcher.rbac import CALLS
+
+    rows = [(c.group, c.resource, c.verb, c.cluster_scoped) for c in CALLS]
+    assert len(rows) == len(set(rows))  # one row per call
+    assert {(p.group, p.resource, v, p.cluster_scoped) for p in PERMISSIONS for v in p.verbs} == set(rows)
+    for c in CALLS:
+        assert c.used_by and set(c.used_by) <= set(VERBS), c
+    granted = {(g, r, v) for g, r, v, _ in rows}
+    # What the launcher never sends: watches (it polls), raw Jobs (the RayJob submitter's pods are found by
+    # label), CRD reads (API discovery tells whether an operator is installed), Ray clusters, writes to pods.
+    for never in [("kubeflow.org", "pytorchjobs", "watch"), ("ray.io", "rayjobs", "watch"), ("", "pods", "watch"),
+                  ("", "events", "watch"), ("batch", "jobs", "get"), ("batch", "jobs", "list"),
+                  ("apiextensions.k8s.io", "customresourcedefinitions", "get"),
+                  ("apiextensions.k8s.io", "customresourcedefinitions", "list"), ("ray.io", "rayclusters", "get"),
+                  ("", "pods", "get"), ("", "pods", "create"), ("", "pods", "delete"), ("", "nodes", "get")]:
+        assert never not in granted, never
+
+
+def test_explain_lists_every_call_with_its_verbs(capsys):
+    from launcher.rbac import CALLS
+
+    assert main(["rbac", "--explain"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(CALLS)
+    assert lines[0].startswith("get kubeflow.org/pytorchjobs (namespace; status, submit")

@@ -1,10 +1,15 @@
 """Least-privilege RBAC for people (or CI bots) who run the launcher.
 
-`PERMISSIONS` is the one list of what the launcher's verbs send to the API server; `launcher rbac`
-renders it as a namespaced Role (+ RoleBinding) and, for the read-only cluster-scoped checks that a
-Role cannot grant, an optional ClusterRole. The launcher degrades gracefully without the
-ClusterRole: `submit` then skips the node-capacity warning and trusts the namespace exists.
-The chart's `rbac.create` values switch renders the same Role.
+`CALLS` is the one table of the requests the launcher's verbs send through `Kube` (one row per API
+verb on a resource, with the launcher verbs that send it); `PERMISSIONS` and the rules `launcher rbac`
+renders are derived from it, so nothing is granted that no code path uses. Not listed, because every
+authenticated user may already do them (the default `system:discovery`, `system:basic-user` and
+`system:public-info-viewer` ClusterRoles): API discovery (`/api`, `/apis/...`: `Kube.api_group_has`,
+`api_groups`, `api_resources`), `/version`, SelfSubjectAccessReview and SelfSubjectReview (doctor).
+
+The cluster-scoped reads go to an optional ClusterRole (a Role cannot grant them); without it the
+launcher degrades: `submit` skips the GPU-node warning and trusts the namespace exists, `doctor`
+says what it could not check.
 """
 
 from __future__ import annotations
@@ -15,7 +20,60 @@ from launcher import labels as L
 
 
 @dataclass(frozen=True)
+class Call:
+    """One API verb on one resource that some launcher verbs send (`used_by`), and why."""
+
+    group: str
+    resource: str  # plural; a subresource as "pods/log"
+    verb: str  # the RBAC verb: get, list, create, delete
+    used_by: tuple[str, ...]
+    why: str
+    cluster_scoped: bool = False
+
+
+# The Kube method behind each RBAC verb: get -> Kube.get / Kube.pod_log (pods/log), list -> Kube.list /
+# events_for, create -> Kube.create, delete -> Kube.delete. Keep this table in step with those calls:
+# tests/e2e/test_rbac_e2e.py runs every verb on a real API server with exactly the derived Role (a call
+# missing here fails there with 403), then removes each row and shows a verb in `used_by` failing without it.
+CALLS: tuple[Call, ...] = (
+    Call("kubeflow.org", "pytorchjobs", "get", ("status", "submit", "wait", "logs", "delete", "doctor"),
+         "read a PyTorchJob run by name (submit: attach to the same config)"),
+    Call("kubeflow.org", "pytorchjobs", "list", ("list", "submit", "status"),
+         "the launcher's runs by label (submit: other runs of the experiment; NAME as an experiment)"),
+    Call("kubeflow.org", "pytorchjobs", "create", ("submit", "doctor"), "submit a PyTorchJob (doctor --smoke)"),
+    Call("kubeflow.org", "pytorchjobs", "delete", ("delete", "doctor"), "delete a run (doctor --smoke: its job)"),
+    Call("ray.io", "rayjobs", "get", ("status", "submit", "wait", "logs", "delete", "doctor"),
+         "the same for RayJob runs (NAME that is no PyTorchJob is looked up as a RayJob)"),
+    Call("ray.io", "rayjobs", "list", ("list", "submit", "status"), "list and experiment lookups cover both backends"),
+    Call("ray.io", "rayjobs", "create", ("submit", "doctor"), "submit a RayJob"),
+    Call("ray.io", "rayjobs", "delete", ("delete", "doctor"), "delete a RayJob run"),
+    Call("", "configmaps", "create", ("submit", "doctor"), "the run's experiment config"),
+    Call("", "configmaps", "list", ("delete", "doctor"), "find the run's ConfigMap by label to delete it"),
+    Call("", "configmaps", "delete", ("delete", "submit", "doctor"), "delete it with the run; roll back a failed submit"),
+    Call("", "persistentvolumeclaims", "create", ("submit", "doctor"), "storage.create: the run's claim"),
+    Call("", "persistentvolumeclaims", "list", ("delete", "doctor"), "find the run's claim by label"),
+    Call("", "persistentvolumeclaims", "delete", ("delete", "submit", "doctor"),
+         "delete it with the run (unless --keep-pvc); roll back a failed submit"),
+    Call("", "pods", "list", ("status", "logs", "wait", "delete", "submit", "doctor"),
+         "a run's pods by label: phases, reasons, whose logs to follow, wait until gone"),
+    Call("", "pods/log", "get", ("logs", "submit", "wait", "doctor"), "follow and save pod logs"),
+    Call("", "events", "list", ("status",), "why a pod is Pending/failing"),
+    Call("kueue.x-k8s.io", "localqueues", "get", ("submit", "doctor"), "scheduling.queue: the LocalQueue exists"),
+    Call("kueue.x-k8s.io", "localqueues", "list", ("doctor",), "name the LocalQueues there are when it does not"),
+    Call("", "nodes", "list", ("submit", "doctor"), "GPU nodes: labels, taints, allocatable (else a warning)",
+         cluster_scoped=True),
+    Call("", "namespaces", "get", ("submit", "doctor"), "the target namespace exists", cluster_scoped=True),
+    Call("", "pods", "list", ("doctor",), "GPUs/CPU/memory already requested on the matching nodes (all namespaces)",
+         cluster_scoped=True),
+    Call("kueue.x-k8s.io", "clusterqueues", "get", ("doctor",), "the LocalQueue's ClusterQueue exists",
+         cluster_scoped=True),
+)
+
+
+@dataclass(frozen=True)
 class Permission:
+    """The verbs on one resource, in one scope: one rule of the Role (or the ClusterRole)."""
+
     group: str
     resource: str
     verbs: tuple[str, ...]
@@ -23,25 +81,16 @@ class Permission:
     cluster_scoped: bool = False
 
 
-PERMISSIONS: tuple[Permission, ...] = (
-    Permission("kubeflow.org", "pytorchjobs", ("get", "list", "watch", "create", "delete"),
-               "submit/attach, status, list, wait, delete PyTorchJob runs"),
-    Permission("ray.io", "rayjobs", ("get", "list", "watch", "create", "delete"),
-               "the same for RayJob runs"),
-    Permission("ray.io", "rayclusters", ("get", "list"), "status of a RayJob's cluster"),
-    Permission("", "configmaps", ("get", "list", "create", "delete"), "the run's experiment config"),
-    Permission("", "persistentvolumeclaims", ("get", "list", "create", "delete"),
-               "storage.create: the run's claim"),
-    Permission("", "pods", ("get", "list", "watch"), "find a run's pods by label, phases, reasons"),
-    Permission("", "pods/log", ("get",), "follow and save pod logs"),
-    Permission("", "events", ("get", "list", "watch"), "why a pod is Pending/failing"),
-    Permission("batch", "jobs", ("get", "list"), "the RayJob submitter Job"),
-    Permission("kueue.x-k8s.io", "localqueues", ("get", "list"), "check the named Kueue queue exists"),
-    Permission("", "nodes", ("get", "list"), "warn when no node has the requested GPUs", cluster_scoped=True),
-    Permission("", "namespaces", ("get",), "check the target namespace exists", cluster_scoped=True),
-    Permission("apiextensions.k8s.io", "customresourcedefinitions", ("get", "list"),
-               "check the operator's CRD is installed", cluster_scoped=True),
-)
+def _permissions(calls: tuple[Call, ...]) -> tuple[Permission, ...]:
+    """Group `calls` by (group, resource, scope), keeping the table's order."""
+    grouped: dict[tuple[str, str, bool], list[Call]] = {}
+    for c in calls:
+        grouped.setdefault((c.group, c.resource, c.cluster_scoped), []).append(c)
+    return tuple(Permission(g, r, tuple(c.verb for c in cs), "; ".join(f"{c.verb}: {c.why}" for c in cs), scoped)
+                 for (g, r, scoped), cs in grouped.items())
+
+
+PERMISSIONS: tuple[Permission, ...] = _permissions(CALLS)
 
 
 def _rules(cluster_scoped: bool) -> list[dict]:

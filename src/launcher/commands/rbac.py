@@ -16,21 +16,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     who.add_argument("--group", metavar="NAME", help="bind a group")
     parser.add_argument("--name", default="grpo-launcher-user", help="name of the Role and bindings")
     parser.add_argument("--no-cluster-role", action="store_true",
-                        help="namespace-only: skip the read-only ClusterRole (nodes, namespaces, CRDs); "
-                             "submit then skips the GPU-capacity warning")
-    parser.add_argument("--explain", action="store_true", help="print what each permission is for instead")
+                        help="namespace-only: skip the read-only ClusterRole (nodes, namespaces, pods and Kueue "
+                             "ClusterQueues cluster-wide); submit then skips the GPU-capacity warning")
+    parser.add_argument("--explain", action="store_true",
+                        help="print each API call the launcher makes, which verbs make it and why, instead")
 
 
 def run(args: argparse.Namespace) -> int:
     from launcher.errors import BadInput
-    from launcher.rbac import PERMISSIONS, rbac_objects
+    from launcher.rbac import CALLS, rbac_objects
     from launcher.render import to_yaml
     from launcher.spec import DNS1123_LABEL_RE
 
     if args.explain:
-        for p in PERMISSIONS:
-            scope = "cluster" if p.cluster_scoped else "namespace"
-            print(f"{p.group or 'core'}/{p.resource} [{','.join(p.verbs)}] ({scope}): {p.why}")
+        for c in CALLS:
+            scope = "cluster" if c.cluster_scoped else "namespace"
+            print(f"{c.verb} {c.group or 'core'}/{c.resource} ({scope}; {', '.join(c.used_by)}): {c.why}")
         return 0
     if args.serviceaccount:
         ns, _, name = args.serviceaccount.rpartition(":")

@@ -7,7 +7,10 @@ server returns), through one generic REST path, so PyTorchJob, RayJob, ConfigMap
 handled alike and no typed model can drop a field it does not know.
 
 Every failure becomes one line: `ClusterError` (exit 3) for 401/403/409/422/5xx, timeouts and an
-unreachable server; 404 is returned as `None` by `get` (callers decide what "missing" means).
+unreachable server; 404 is returned as `None` by `get` (callers decide what "missing" means). Only
+transport errors (urllib3, sockets) are read as "unreachable": any other exception is a bug in the
+launcher and surfaces as one, never as a cluster problem. Requests go through the urllib3 pool the
+kubernetes client configured, which every supported client release has (pyproject: kubernetes>=30.1).
 Messages name the server URL and the object, never credentials (a kubeconfig's token or key never
 reaches a message: `ApiException.__str__` prints response headers, so we never use it).
 """
@@ -18,12 +21,17 @@ import json
 import os
 import socket
 from dataclasses import dataclass
-from typing import Any, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
 
 from launcher.errors import BadInput, ClusterError
+from launcher.kube.clientlog import ClientLog, client_log
 
 # Seconds: connect, read. Reads are bounded so a dead connection surfaces as a timeout, not a hang.
 DEFAULT_TIMEOUT = (10.0, 30.0)
+# What Kubernetes mounts into every pod with a service account token (kubectl's in-cluster config reads it).
+SERVICEACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
 @dataclass(frozen=True)
@@ -82,49 +90,66 @@ def resource_of(obj: dict) -> Resource:
 class Kube:
     """Namespaced access to the API server. Construct with an ApiClient; see `connect`."""
 
-    def __init__(self, api_client, namespace: str = "default", *, timeout: tuple[float, float] = DEFAULT_TIMEOUT):
+    def __init__(self, api_client, namespace: str = "default", *, timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+                 logs: ClientLog | None = None):
         self.api = api_client
         self.namespace = namespace
         self.timeout = timeout
+        self.logs = logs or client_log()  # the client's own log lines, kept off stderr
 
     # -- construction -------------------------------------------------------------------------
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, context: str | None = None,
-                namespace: str | None = None) -> Kube:
+                namespace: str | None = None, *, serviceaccount_dir: Path = SERVICEACCOUNT_DIR) -> Kube:
         """Load a kubeconfig like kubectl (`--kubeconfig`, `$KUBECONFIG`, `~/.kube/config`, in-cluster).
 
-        The namespace is the explicit one, else the context's, else `default`.
+        The namespace is the explicit one, else the context's, else (in a pod) `$POD_NAMESPACE` or
+        the service account's (`serviceaccount_dir/namespace`, as client-go does), else `default`.
+        An exec credential plugin that fails is a `ClusterError` naming the plugin's message.
         """
         from kubernetes import client, config
         from kubernetes.config.config_exception import ConfigException
+        from kubernetes.config.incluster_config import InClusterConfigLoader
 
+        logs = client_log()
+        logs.take_errors()  # only what this load logs counts
         cfg = client.Configuration()
         ctx_ns = None
-        # The client reads $KUBECONFIG once, at import; read it per call like kubectl (and tests) expect.
+        # The client reads $KUBECONFIG once, at import (kubernetes<37 also for its default path): always pass
+        # the file, read per call like kubectl (and tests) expect.
         kubeconfig = kubeconfig or os.environ.get("KUBECONFIG") or None
+        path = kubeconfig or os.path.expanduser("~/.kube/config")
         try:
             try:
-                contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
+                contexts, active = config.list_kube_config_contexts(config_file=path)
                 chosen = next((c for c in contexts if c["name"] == context), None) if context else active
                 if context and chosen is None:
                     raise BadInput(f"--context {context}: no such context in the kubeconfig")
                 ctx_ns = (chosen or {}).get("context", {}).get("namespace")
-                config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+                config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
+                user = (chosen or {}).get("context", {}).get("user", "?")
             except (ConfigException, FileNotFoundError) as exc:
                 if kubeconfig or context:
                     raise BadInput(f"kubeconfig: {_one_line(exc)}") from None
                 try:
-                    config.load_incluster_config(client_configuration=cfg)
+                    InClusterConfigLoader(token_filename=str(serviceaccount_dir / "token"),
+                                          cert_filename=str(serviceaccount_dir / "ca.crt")).load_and_set(cfg)
                 except ConfigException:
                     raise ClusterError(
                         "no cluster configured: no kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) "
                         "and not running in a pod") from None
+                ctx_ns = os.environ.get("POD_NAMESPACE") or _read_first_line(serviceaccount_dir / "namespace")
+                user = "in-cluster service account"
         except OSError as exc:
             raise BadInput(f"kubeconfig: {exc.strerror or exc}") from None
+        # The loader logs a failed exec plugin (and carries on without credentials): that is the error.
+        failed = logs.take_errors()
+        if failed:
+            raise ClusterError(f"cannot get credentials for kubeconfig user {user}: {failed}")
         # One quick retry for a connection blip; a down server should fail fast with a clear line.
         cfg.retries = 1
-        return cls(client.ApiClient(cfg), namespace or ctx_ns or "default")
+        return cls(client.ApiClient(cfg), namespace or ctx_ns or "default", logs=logs)
 
     @property
     def server(self) -> str:
@@ -138,32 +163,44 @@ class Kube:
         """One HTTP request; JSON in, JSON (dict) out, or the raw urllib3 response when `stream`.
 
         Raises `ClusterError` with one line for every failure; `ApiError` keeps the status so
-        callers can branch on 404/409.
+        callers can branch on 404/409. Only transport failures (urllib3, sockets) become
+        `ClusterUnreachable`/`ClusterTimeout`; anything else is a bug in the launcher and propagates.
         """
-        from kubernetes.client.exceptions import ApiException
+        import urllib3
 
+        what = what or f"{method} {path}"
         q = [(k, _qv(v)) for k, v in (query or {}).items() if v is not None]
-        headers = {"Accept": "application/json, */*", "Content-Type": content_type}
+        url = self.server + path + (f"?{urlencode(q)}" if q else "")
+        headers = {**self.api.default_headers, "Accept": "application/json, */*", "Content-Type": content_type,
+                   **_auth_headers(self.api.configuration)}
+        t = timeout or self.timeout
+        # The urllib3 pool the client configured (CA, client certificate, proxy, retries) is used directly:
+        # kubernetes 37 regenerated `ApiClient` (`param_serialize` is new, `call_api` changed signature, 36.0.3
+        # still has the old ones); the pool and `Configuration.auth_settings()` are the same in 30.1 and 37.
         try:
-            params = self.api.param_serialize(method=method, resource_path=path, query_params=q,
-                                              header_params=headers, body=body, auth_settings=["BearerToken"])
-            resp = self.api.call_api(*params, _request_timeout=timeout or self.timeout)
+            resp = self.api.rest_client.pool_manager.request(
+                method, url, body=None if body is None else json.dumps(body), headers=headers,
+                timeout=urllib3.Timeout(connect=t[0], read=t[1]) if isinstance(t, tuple) else urllib3.Timeout(t),
+                preload_content=False)
             if not 200 <= resp.status <= 299:
-                resp.read()
-                raise ApiError(resp.status, _status_message(resp.response.data), what or f"{method} {path}",
-                               self.server)
+                data = resp.read()
+                resp.release_conn()
+                raise ApiError(resp.status, _status_message(data), what, self.server,
+                               hint=self.logs.take_errors() if resp.status == 401 else "")
             if stream:
-                return resp.response
+                return resp
             data = resp.read()
+            resp.release_conn()
+        except (urllib3.exceptions.HTTPError, OSError) as exc:  # unreachable, refused, timed out, TLS
+            raise self._network_error(exc, what) from None
+        try:
             return json.loads(data) if data else {}
-        except ApiError:
-            raise
-        except ApiException as exc:  # status 0: SSL or request-building problems
-            raise ClusterError(f"cannot talk to the API server at {self.server}: {_one_line(exc.reason)}") from None
-        except Exception as exc:  # urllib3/socket errors: unreachable, refused, timed out
-            raise self._network_error(exc, what or f"{method} {path}") from None
+        except ValueError:  # a proxy's HTML page, say: the server's fault, not ours
+            raise ClusterError(f"the API server at {self.server} answered {what} with something that is not "
+                               f"JSON: {_one_line(data[:80].decode('utf-8', 'replace'))}") from None
 
     def _network_error(self, exc: Exception, what: str) -> ClusterError:
+        """The one line for a transport failure (the caller only passes urllib3/socket errors)."""
         import urllib3.exceptions as ue
 
         text = _one_line(exc)
@@ -174,9 +211,7 @@ class Kube:
             return ClusterUnreachable(f"cannot reach the API server at {self.server}: connection refused")
         if isinstance(exc, ue.SSLError) or "ssl" in text.lower() or "certificate" in text.lower():
             return ClusterError(f"TLS error talking to the API server at {self.server}: check the kubeconfig's CA")
-        if isinstance(exc, (ue.HTTPError, OSError)):
-            return ClusterUnreachable(f"cannot reach the API server at {self.server}: {_short_cause(exc)}")
-        return ClusterError(f"request to the API server at {self.server} failed ({what}): {type(exc).__name__}")
+        return ClusterUnreachable(f"cannot reach the API server at {self.server}: {_short_cause(exc)}")
 
     # -- typed helpers ------------------------------------------------------------------------
 
@@ -223,26 +258,6 @@ class Kube:
             if exc.status == 404:
                 return False
             raise
-
-    def watch(self, res: Resource, *, selector: str | None = None, resource_version: str | None = None,
-              timeout_seconds: int = 30) -> Iterator[dict]:
-        """Watch events `{type, object}` (kubectl `get -w`); ends after `timeout_seconds` server-side."""
-        resp = self.request("GET", res.path(self.namespace),
-                            query={"watch": "true", "labelSelector": selector, "resourceVersion": resource_version,
-                                   "timeoutSeconds": timeout_seconds, "allowWatchBookmarks": "false"},
-                            stream=True, timeout=(self.timeout[0], timeout_seconds + 10), what=f"watch {res.plural}")
-        buf = b""
-        try:
-            for chunk in resp.stream(None, decode_content=True):
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    if line.strip():
-                        yield json.loads(line)
-        except Exception as exc:
-            raise self._network_error(exc, f"watch {res.plural}") from None
-        finally:
-            resp.release_conn()
 
     def pod_log(self, pod: str, *, container: str | None = None, follow: bool = False,
                 since_time: str | None = None, timestamps: bool = True, previous: bool = False,
@@ -331,10 +346,11 @@ class Kube:
 class ApiError(ClusterError):
     """A non-2xx answer from the API server: one line, with the status kept for callers."""
 
-    def __init__(self, status: int, server_message: str, what: str, server: str):
+    def __init__(self, status: int, server_message: str, what: str, server: str, hint: str = ""):
         self.status = status
         self.server_message = server_message
-        super().__init__(_status_line(status, server_message, what, server))
+        line = _status_line(status, server_message, what, server)
+        super().__init__(f"{line} ({hint})" if hint else line)
 
 
 class ClusterUnreachable(ClusterError):
@@ -378,6 +394,24 @@ def _qv(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     return str(v)
+
+
+def _auth_headers(cfg) -> dict[str, str]:
+    """The bearer token header, as the generated client sends it (refreshing an exec/OIDC token first).
+
+    `Configuration.auth_settings()` has had this shape in every release the launcher supports.
+    """
+    setting = cfg.auth_settings().get("BearerToken") or {}
+    if setting.get("in") == "header" and setting.get("value"):
+        return {setting["key"]: setting["value"]}
+    return {}
+
+
+def _read_first_line(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
 
 
 def _one_line(x: Any) -> str:
