@@ -294,3 +294,38 @@ def test_broken_pipe_in_on_line_ends_the_follow_and_keeps_saving(tmp_path):
     assert isinstance(out.get("raised"), BrokenPipeError)
     assert printed == lines[:2]
     assert raw(run_dir) == lines  # every line read is still saved
+
+
+def test_a_refused_pod_log_ends_the_follow_with_the_permission_error(tmp_path):
+    """No `get pods/log` (403): retrying cannot help. The follow ends while the job still runs and raises the
+    API server's refusal, so `logs`/`submit --follow` exit 3 naming the permission instead of exiting 0."""
+    from launcher.kube.client import ApiError
+
+    fk = FakeKube()
+    fk.put(pytorchjob(JOB))
+    fk.put(pod(POD, JOB))
+    calls = []
+
+    def refused(pod_name, **kw):
+        calls.append(pod_name)
+        raise ApiError(403, f'pods "{pod_name}" is forbidden: User "u" cannot get resource "pods/log"',
+                       f"logs of pod {pod_name}", fk.server)
+
+    fk.pod_log = refused
+    f = LogFollower(fk, ref_of(fk), RunDir(tmp_path / JOB), poll_interval=0.05, read_timeout=2,
+                    on_line=lambda p, line: None)
+    out: dict = {}
+
+    def go():
+        try:
+            f.run()
+        except BaseException as exc:  # noqa: BLE001 - the test inspects what run() raised
+            out["raised"] = exc
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    t.join(10)  # the job stays Running: only the refusal can end the follow
+    assert not t.is_alive(), "a refused log must end the follow"
+    assert isinstance(out.get("raised"), ApiError) and out["raised"].status == 403
+    assert 'cannot get resource "pods/log"' in str(out["raised"])
+    assert len(calls) == 1  # not retried

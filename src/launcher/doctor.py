@@ -418,7 +418,7 @@ def check_nodes(kube, spec: ExperimentSpec) -> Check:
         if exc.status != 403:
             raise
         return Check(name, WARN, "cannot list nodes (forbidden): GPU labels, taints and capacity not checked",
-                     "`launcher rbac` renders the read-only ClusterRole (nodes get/list) to ask an admin for")
+                     "`launcher rbac` renders the read-only ClusterRole (nodes list) to ask an admin for")
     try:
         pods = kube.list(POD, all_namespaces=True, field_selector="status.phase!=Succeeded,status.phase!=Failed")
     except ApiError as exc:

@@ -280,6 +280,9 @@ class PodFollower(threading.Thread):
         except ApiError as exc:
             if exc.status in (400, 404):  # pod gone, or no (previous) container log: nothing more to read
                 return "gone"
+            if exc.status in (401, 403):  # no retry fixes a missing permission: end the follow with it
+                self.owner.refuse(exc)
+                return "gone"
             self.owner.notice(f"[{self.short}] {exc}; retrying")
             self._sleep()
             return "cut"  # an answer, just not the log (e.g. 500 "failed to open log file"): counted retries
@@ -412,6 +415,7 @@ class LogFollower:
         self.rows = 0
         self._notices: set[str] = set()
         self.output_closed = False  # on_line raised BrokenPipeError: run() stops and re-raises it
+        self.refused: ApiError | None = None  # a pod's log was refused (401/403): run() stops and raises it
         self.sink = None
         if metrics:
             from launcher.metrics import MetricsSink
@@ -419,6 +423,11 @@ class LogFollower:
             self.sink = MetricsSink(run_dir.path, derived_interval_s=5.0)
 
     # called by PodFollower threads -----------------------------------------------------------
+
+    def refuse(self, exc: ApiError) -> None:
+        """A pod follower's log request was refused for good: the first refusal ends the follow."""
+        if self.refused is None:
+            self.refused = exc
 
     def notice(self, msg: str) -> None:
         if msg not in self._notices:
@@ -487,7 +496,8 @@ class LogFollower:
                     outage_since = None
                 st = J.job_state(self.ref.backend, obj)
                 self.on_status(st, pods)
-                if st.finished or self.output_closed or (deadline is not None and time.monotonic() > deadline):
+                if (st.finished or self.output_closed or self.refused is not None
+                        or (deadline is not None and time.monotonic() > deadline)):
                     finishing = True
                 for pod in pods:
                     self._track(pod, finishing)
@@ -508,6 +518,8 @@ class LogFollower:
             self.close()
         if self.output_closed:
             raise BrokenPipeError("the reader of the log lines went away")
+        if self.refused is not None:
+            raise self.refused
         errors = [pf.error for pf in self.followers.values() if pf.error]
         return FollowResult(st, self.lines, self.rows, errors)
 
