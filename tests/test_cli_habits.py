@@ -77,6 +77,32 @@ def test_render_o_directory_is_refused_naming_both_options(tmp_path, capsys, mon
     assert sorted(p.name[:3] for p in (tmp_path / "x").iterdir()) == ["00-", "01-"]
 
 
+@pytest.mark.parametrize("verb", ["metrics", "report", "compare"])
+def test_verbs_that_write_a_directory_take_d_and_refuse_a_format_for_o(verb, tmp_path, capsys, monkeypatch):
+    """metrics/report/compare write files: `-d/--output-dir DIR`; `-o json` (kubectl habit) is refused by name
+    before anything is read or written, not turned into a directory called `json`."""
+    from launcher import simlog
+
+    monkeypatch.chdir(tmp_path)
+    log = tmp_path / "run.log"
+    simlog.main(["--steps", "3", "-o", str(log)])
+    assert main(["metrics", str(log), "-d", str(tmp_path / "run")]) == 0
+    args = {"metrics": [str(log)], "report": [str(tmp_path / "run")],
+            "compare": [str(tmp_path / "run"), str(tmp_path / "run")]}[verb]
+    capsys.readouterr()
+    for word in ("json", "YAML", "wide"):
+        assert main([verb, *args, "-o", word]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"error: -d/--output-dir: expected a directory, got {word!r}, which is an output "
+                              "format"), err
+        assert not (tmp_path / word).exists()
+    extra = ["--no-plots"] if verb != "metrics" else []
+    assert main([verb, *args, *extra, "--output-dir", str(tmp_path / "out")]) == 0
+    assert any((tmp_path / "out").iterdir())
+    assert main([verb, *args, *extra, "-o", str(tmp_path / "older")]) == 0  # the older spelling of -d
+    assert any((tmp_path / "older").iterdir())
+
+
 def test_no_caller_uses_render_o_for_a_directory():
     """Makefile, mk/, hack/, docs and tests call `render -d DIR`; `-o` is only ever a format now."""
     files = [ROOT / "Makefile", ROOT / "README.md", ROOT / "ARCHITECTURE.md", *ROOT.glob("mk/*.mk"),

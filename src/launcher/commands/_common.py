@@ -62,6 +62,26 @@ def add_output_argument(parser: argparse.ArgumentParser, what: str) -> None:
                         help=f"print {what} as json or yaml instead of text (shape: README, 'Machine-readable output')")
 
 
+# What kubectl users pass to -o: a verb that writes a directory refuses these as a directory name.
+FORMAT_WORDS = frozenset({"json", "yaml", "yml", "wide", "name", "text", "table", "jsonpath", "go-template"})
+
+
+def add_output_dir_argument(parser: argparse.ArgumentParser, help: str, *, required: bool = False) -> None:
+    """`-d/--output-dir DIR` for a verb that writes files; `-o` is kept as its older spelling (see check_output_dir)."""
+    parser.add_argument("-d", "--output-dir", "-o", dest="output_dir", metavar="DIR", required=required,
+                        help=f"{help} (-o DIR: the older spelling; a format name such as json is refused)")
+
+
+def check_output_dir(value: str | None) -> str | None:
+    """The directory unless it is a format word (`-o json` out of kubectl habit): BadInput (exit 2) naming -d."""
+    from launcher.errors import BadInput
+
+    if value is not None and value.strip().lower() in FORMAT_WORDS:
+        raise BadInput(f"-d/--output-dir: expected a directory, got {value!r}, which is an output format; this verb "
+                       "writes files: name a directory with -d DIR (for a format, `status`/`list`/`wait`/`render` take -o)")
+    return value
+
+
 def check_format(value: str | None, formats=OUTPUT_FORMATS, hint: str = "") -> str | None:
     """The `-o` value if it is one of `formats`, None when not given; else BadInput (exit 2) naming the flag."""
     from launcher.errors import BadInput

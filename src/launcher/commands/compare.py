@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+
+from launcher.commands._common import add_output_dir_argument, check_output_dir
 from pathlib import Path
 
 HELP = "compare runs: headline figures, config differences and overlaid plots"
@@ -24,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="training steps left out of each steady window (default 1)",
     )
     parser.add_argument("--json", action="store_true", help="print compare.json to stdout instead of a table")
-    parser.add_argument("-o", "--output-dir", metavar="DIR", help="where to write the comparison")
+    add_output_dir_argument(parser, "where to write the comparison")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
 
 
@@ -49,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from launcher.report.markdown import num
 
     runs = [load_run(d) for d in args.run_dirs]
-    out_dir = Path(args.output_dir) if args.output_dir else _default_out(runs)
+    out_dir = Path(check_output_dir(args.output_dir)) if args.output_dir else _default_out(runs)
     try:
         doc, written = write_compare(runs, out_dir, args.warmup_steps, plots=not args.no_plots)
     except OSError as exc:

@@ -1,8 +1,10 @@
-"""`launcher metrics LOGFILE|- -o DIR`: parse a saved verl log into metrics.jsonl/.csv/.meta.json."""
+"""`launcher metrics LOGFILE|- -d DIR`: parse a saved verl log into metrics.jsonl/.csv/.meta.json."""
 
 from __future__ import annotations
 
 import argparse
+
+from launcher.commands._common import add_output_dir_argument, check_output_dir
 
 HELP = "parse a saved verl log (or stdin) into metrics.jsonl, metrics.csv and metrics.meta.json"
 DESCRIPTION = (
@@ -16,7 +18,7 @@ CHUNK = 1 << 20  # read size: memory stays ~CHUNK + one capped line whatever the
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("logfile", metavar="LOGFILE", help="verl/pod log file, or - for stdin")
-    parser.add_argument("-o", "--output", metavar="DIR", required=True, help="directory for the metrics files")
+    add_output_dir_argument(parser, "directory for the metrics files", required=True)
     parser.add_argument("--attempt", default="0", metavar="ID",
                         help="attempt id of this log (e.g. container restartCount); a later attempt's "
                              "values win when it logs a step again (default 0)")
@@ -40,14 +42,14 @@ def run(args: argparse.Namespace) -> int:
             src = open(path, "rb")
         except OSError as exc:
             raise BadInput(f"{args.logfile}: cannot read: {exc.strerror or exc}") from None
-    out = Path(args.output)
+    out = Path(check_output_dir(args.output_dir))
     if out.exists() and not out.is_dir():
-        raise BadInput(f"-o {args.output}: exists and is not a directory")
+        raise BadInput(f"-d {args.output_dir}: exists and is not a directory")
     parser = LogParser()
     try:
         sink = MetricsSink(out, derived_interval_s=float("inf"))
     except OSError as exc:
-        raise BadInput(f"-o {args.output}: cannot write: {exc.strerror or exc}") from None
+        raise BadInput(f"-d {args.output_dir}: cannot write: {exc.strerror or exc}") from None
     written = 0
     with sink:
         try:

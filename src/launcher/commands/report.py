@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from launcher.commands._common import add_output_dir_argument, check_output_dir
+
 HELP = "write report.md, report.json and plots for a run from its metrics.jsonl"
 DESCRIPTION = (
     "Summarise a run directory's metrics.jsonl: per-metric statistics over all training steps and over "
@@ -26,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="training steps left out of the steady window (default 1)",
     )
     parser.add_argument("--json", action="store_true", help="print report.json to stdout instead of a summary")
-    parser.add_argument("-o", "--output-dir", metavar="DIR", help="where to write the report (default RUN_DIR)")
+    add_output_dir_argument(parser, "where to write the report (default RUN_DIR)")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     parser.add_argument("--eval", metavar="EVAL_RUN_DIR", dest="eval_dir",
                         help="add the GSM8K evaluation section from an eval run (`launcher eval`): its run dir or "
@@ -46,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from launcher.report.load import load_run
 
     run_ = load_run(args.run_dir)
-    out_dir = Path(args.output_dir) if args.output_dir else run_.path
+    out_dir = Path(check_output_dir(args.output_dir)) if args.output_dir else run_.path
     extra = []
     if args.eval_dir:
         from launcher.report.evaluation import eval_section
