@@ -29,6 +29,11 @@ if [ -f "$WH/.complete" ]; then echo "$WH"; exit 0; fi
 
 say "wheelhouse $WH: resolving the launcher's extra pins"
 rm -rf "$WH.tmp" && mkdir -p "$WH.tmp"
+# Seed it with the previous wheelhouse's files as hard links: pip download hash-checks and keeps the files it
+# finds, so a changed pin costs one download, not 2.9 GB again. The older wheelhouses then go (each is 2.9 GB;
+# five of them once filled this disk); a build using one holds hard links in its context, so nothing breaks.
+prev=$(ls -1dt "$GRPO_CACHE"/wheels/cpu-image-*/.complete 2>/dev/null | head -1 || true)
+if [ -n "$prev" ]; then cp -al "$(dirname "$prev")"/*.whl "$(dirname "$prev")"/*.tar.gz "$WH.tmp/" 2>/dev/null || true; fi
 "$PYTHON" "$HERE/pins.py" "$ROOT" "$WH.tmp/image-pins.txt"
 reqs="$ROOT/requirements/verl-test.txt"
 if [ -n "$TORCH_INDEX_URL" ]; then
@@ -56,7 +61,24 @@ say "downloading wheels (pip's cache makes a second download cheap)"
 # directory are hash-checked and kept.
 dl() { "$PYTHON" -m pip download --no-deps --require-hashes -q -d "$WH.tmp" -r "$WH.tmp/verl-test.txt" -r "$WH.tmp/image-pins.txt" "$@"; }
 dl || { say "pip download failed; retrying once without pip's cache"; dl --no-cache-dir; }
+# Only the files the pins name stay (a dropped pin's seeded file would otherwise linger).
+"$PYTHON" - "$WH.tmp" <<'PY'
+import pathlib, re, sys
+from pip._vendor.packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
+from pip._vendor.packaging.version import Version
+d = pathlib.Path(sys.argv[1])
+pin = re.compile(r"^([A-Za-z0-9_.-]+)==([^\s;\\]+)", re.M)
+pins = {(canonicalize_name(m.group(1)), Version(m.group(2)))
+        for f in ("verl-test.txt", "image-pins.txt") for m in pin.finditer((d / f).read_text())}
+for f in list(d.glob("*.whl")) + list(d.glob("*.tar.gz")):
+    name, ver = (parse_wheel_filename(f.name) if f.suffix == ".whl" else parse_sdist_filename(f.name))[:2]
+    if (name, ver) not in pins:
+        f.unlink()
+PY
 touch "$WH.tmp/.complete"
 rm -rf "$WH" && mv "$WH.tmp" "$WH"
+for old in "$GRPO_CACHE"/wheels/cpu-image-*; do
+  [ "$old" = "$WH" ] || rm -rf "$old"
+done
 say "wheelhouse: $(find "$WH" -maxdepth 1 -type f -name '*.*' | wc -l) files, $(du -sh "$WH" | cut -f1)"
 echo "$WH"
