@@ -23,6 +23,12 @@ lock build
 if [ -f "$ARCHIVE" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$inputs" ]; then
   say "up to date (built meanwhile): $ARCHIVE"; echo "$ARCHIVE"; exit 0
 fi
+# We hold the build lock, so any other context is left from a killed build (an EXIT trap does not run on SIGKILL).
+rm -rf "$IMAGE_CACHE"/context.*
+# buildah and skopeo stage whole layers in $TMPDIR (default /var/tmp): here, and cleared for the same reason
+# (a killed build once left 12 GB in /var/tmp).
+export TMPDIR="$IMAGE_CACHE/tmp"
+rm -rf "$TMPDIR" && mkdir -p "$TMPDIR"
 
 t0=$SECONDS
 base=$("$HERE/base.sh")
@@ -33,12 +39,6 @@ say "wheelhouse $wheels ($((SECONDS - t1)) s)"
 
 # The build context: exactly the files the Dockerfile copies, plus the wheelhouse as hard links (same file
 # system, so no copy of its 3 GB). The repository's .dockerignore is for docker/Dockerfile and is not used.
-# We hold the build lock, so any other context is left from a killed build (an EXIT trap does not run on SIGKILL).
-rm -rf "$IMAGE_CACHE"/context.*
-# buildah and skopeo stage whole layers in $TMPDIR (default /var/tmp): here, and cleared for the same reason
-# (a killed build once left 12 GB in /var/tmp).
-export TMPDIR="$IMAGE_CACHE/tmp"
-rm -rf "$TMPDIR" && mkdir -p "$TMPDIR"
 ctx=$(mktemp -d "$IMAGE_CACHE/context.XXXXXX")
 trap 'rm -rf "$ctx"' EXIT
 mkdir -p "$ctx/tests/fixtures/gsm8k"
