@@ -29,6 +29,8 @@ rm -rf "$IMAGE_CACHE"/context.*
 # (a killed build once left 12 GB in /var/tmp).
 export TMPDIR="$IMAGE_CACHE/tmp"
 rm -rf "$TMPDIR" && mkdir -p "$TMPDIR"
+write_buildah_config
+buildah rm --all >/dev/null 2>&1 || true  # working containers of a killed build (one held a 5 GB layer)
 
 t0=$SECONDS
 base=$("$HERE/base.sh")
