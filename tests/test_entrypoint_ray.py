@@ -34,10 +34,27 @@ STANDIN = REPO / "tests" / "fixtures" / "entrypoint" / "trainer_standin.py"
 JOB = "grpo-t-0123abcd"
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now, below the kernel's ephemeral range (32768-60999 here) and above Ray's worker ports
+    (10002-19999): a port-0 bind can hand out an ephemeral port that Ray's own components then take by binding
+    port 0 before the head binds it (seen: "Failed to bind to address 127.0.0.1:33547 ... in use")."""
+    import random
+
+    for _ in range(1000):
+        port = random.randint(20000, 32000)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("0.0.0.0", port))  # Ray binds the node IP and 127.0.0.1: all addresses must be free
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    raise RuntimeError("no free port in 20000-32000")
 
 
 def _kill_matching(marker: str) -> None:
