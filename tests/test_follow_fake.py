@@ -50,6 +50,22 @@ def start(fk, run_dir, **kw):
     return f, t, out, lines
 
 
+def raised_by_run(f: LogFollower, timeout: float = 10) -> tuple[threading.Thread, dict]:
+    """Run `f.run()` in a thread for at most `timeout` s; `out["raised"]` is what it raised, if anything."""
+    out: dict = {}
+
+    def go():
+        try:
+            f.run()
+        except BaseException as exc:  # noqa: BLE001 - the test inspects what run() raised
+            out["raised"] = exc
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    t.join(timeout)
+    return t, out
+
+
 def test_parse_ts_handles_trimmed_fractions_and_offsets():
     a = parse_ts(b"2026-01-01T00:00:00.5Z x")
     b = parse_ts(b"2026-01-01T00:00:00.123456789Z x")
@@ -279,17 +295,7 @@ def test_broken_pipe_in_on_line_ends_the_follow_and_keeps_saving(tmp_path):
         printed.append(line)
 
     f = LogFollower(fk, ref_of(fk), run_dir, poll_interval=0.05, read_timeout=2, on_line=closed_after_two)
-    out: dict = {}
-
-    def go():
-        try:
-            f.run()
-        except BaseException as exc:  # noqa: BLE001 - the test inspects what run() raised
-            out["raised"] = exc
-
-    t = threading.Thread(target=go, daemon=True)
-    t.start()
-    t.join(10)  # the job stays Running: only the closed output can end the follow
+    t, out = raised_by_run(f)  # the job stays Running: only the closed output can end the follow
     assert not t.is_alive(), "a closed stdout must end the follow"
     assert isinstance(out.get("raised"), BrokenPipeError)
     assert printed == lines[:2]
@@ -314,17 +320,7 @@ def test_a_refused_pod_log_ends_the_follow_with_the_permission_error(tmp_path):
     fk.pod_log = refused
     f = LogFollower(fk, ref_of(fk), RunDir(tmp_path / JOB), poll_interval=0.05, read_timeout=2,
                     on_line=lambda p, line: None)
-    out: dict = {}
-
-    def go():
-        try:
-            f.run()
-        except BaseException as exc:  # noqa: BLE001 - the test inspects what run() raised
-            out["raised"] = exc
-
-    t = threading.Thread(target=go, daemon=True)
-    t.start()
-    t.join(10)  # the job stays Running: only the refusal can end the follow
+    t, out = raised_by_run(f)  # the job stays Running: only the refusal can end the follow
     assert not t.is_alive(), "a refused log must end the follow"
     assert isinstance(out.get("raised"), ApiError) and out["raised"].status == 403
     assert 'cannot get resource "pods/log"' in str(out["raised"])
