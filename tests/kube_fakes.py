@@ -19,6 +19,8 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from launcher.kube.client import ApiError, Resource
 
 
@@ -285,3 +287,17 @@ def pod(name: str, job: str, *, phase="Running", container="pytorch", restart=0,
             "spec": {"containers": [{"name": container}]},
             "status": {"phase": phase, "containerStatuses": [
                 {"name": container, "restartCount": restart, "state": st}]}}
+
+
+CLI_NS = "team-a"  # the namespace of `cli_api`'s kubeconfig context
+
+
+@pytest.fixture(name="api")
+def cli_api(tmp_path, monkeypatch):
+    """Fixture `api`: a FakeApiServer the CLI reaches through $KUBECONFIG (context namespace CLI_NS), with the
+    launcher's run directories under tmp_path. Import it into a test module to use it."""
+    s = FakeApiServer()
+    monkeypatch.setenv("KUBECONFIG", str(s.kubeconfig(tmp_path / "kubeconfig", namespace=CLI_NS)))
+    monkeypatch.setenv("LAUNCHER_RUNS_DIR", str(tmp_path / "runs"))
+    yield s
+    s.close()

@@ -16,25 +16,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kube_fakes import FakeApiServer, pytorchjob
+from kube_fakes import CLI_NS, FakeApiServer, cli_api, pytorchjob  # noqa: F401 - cli_api: fixture `api`
 from launcher.cli import build_parser, main
 from launcher.errors import EXIT_BROKEN_PIPE, EXIT_CODES, EXIT_TIMEOUT
 
 ROOT = Path(__file__).resolve().parents[1]
 EXP3 = str(ROOT / "configs" / "grpo-exp3.yaml")
-NS = "team-a"
+NS = CLI_NS
 JOB = "exp-12345678"
 PTJ = f"/apis/kubeflow.org/v1/namespaces/{NS}/pytorchjobs"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
 
-
-@pytest.fixture
-def api(tmp_path, monkeypatch):
-    s = FakeApiServer()
-    monkeypatch.setenv("KUBECONFIG", str(s.kubeconfig(tmp_path / "kubeconfig", namespace=NS)))
-    monkeypatch.setenv("LAUNCHER_RUNS_DIR", str(tmp_path / "runs"))
-    yield s
-    s.close()
 
 
 def job(name=JOB, ns=NS, conditions=(("Running", "True"),)) -> dict:

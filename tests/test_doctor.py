@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kube_fakes import FakeApiServer, kubeconfig_for
+from kube_fakes import CLI_NS, FakeApiServer, cli_api, kubeconfig_for  # noqa: F401 - cli_api: fixture `api`
 from launcher import doctor as D
 from launcher.cli import main
 from launcher.config import load_spec
@@ -16,7 +16,7 @@ from launcher.rbac import PERMISSIONS
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = str(REPO / "configs" / "grpo-exp3.yaml")
-NS = "team-a"
+NS = CLI_NS
 SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 A100 = "NVIDIA-A100-SXM4-80GB"
 
@@ -73,15 +73,6 @@ class Cluster:
         res = a["resource"] + (f"/{a['subresource']}" if a.get("subresource") else "")
         return {"status": {"allowed": (a["verb"], a["group"], res) not in self.denied}}
 
-
-@pytest.fixture
-def api(tmp_path, monkeypatch):
-    s = FakeApiServer()
-    kc = s.kubeconfig(tmp_path / "kubeconfig", namespace=NS)
-    monkeypatch.setenv("KUBECONFIG", str(kc))
-    monkeypatch.setenv("LAUNCHER_RUNS_DIR", str(tmp_path / "runs"))
-    yield s
-    s.close()
 
 
 @pytest.fixture

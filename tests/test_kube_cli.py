@@ -7,25 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from kube_fakes import FakeApiServer
+from kube_fakes import CLI_NS, FakeApiServer, cli_api  # noqa: F401 - cli_api: fixture `api`
 from launcher.cli import main
 from launcher.config import load_spec
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = str(REPO / "configs" / "grpo-exp3.yaml")
-NS = "team-a"
+NS = CLI_NS
 PTJ = f"/apis/kubeflow.org/v1/namespaces/{NS}/pytorchjobs"
 CM = f"/api/v1/namespaces/{NS}/configmaps"
 
-
-@pytest.fixture
-def api(tmp_path, monkeypatch):
-    s = FakeApiServer()
-    kc = s.kubeconfig(tmp_path / "kubeconfig", namespace=NS)
-    monkeypatch.setenv("KUBECONFIG", str(kc))
-    monkeypatch.setenv("LAUNCHER_RUNS_DIR", str(tmp_path / "runs"))
-    yield s
-    s.close()
 
 
 def spec():
