@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from pydantic import BaseModel  # noqa: E402
 
 from launcher import __version__, canonical  # noqa: E402
+from launcher import gpu_select as G  # noqa: E402
 from launcher import labels as L  # noqa: E402
 from launcher import render as R  # noqa: E402
 from launcher import spec as S  # noqa: E402
@@ -421,6 +422,11 @@ def constants() -> dict:
         "evalNameMax": S.JOB_NAME_MAX - len("-eval-") - S.HASH_LEN,
         "gpuProducts": S.GPU_PRODUCTS,
         "gpuTypes": sorted(S.GPU_PRODUCTS),
+        # launcher.gpu_select.TABLE per scheme and type, split as render does: single values go to the
+        # nodeSelector, several to a nodeAffinity `In` expression (gfd's key is resources.gpu_product_label)
+        "gpuSelectors": {scheme: {t: dict(zip(("nodeSelector", "matchExpressions"), G.split(reqs)))
+                                  for t, reqs in types.items()} for scheme, types in G.TABLE.items()},
+        "gpuTypesByScheme": {scheme: sorted(types) for scheme, types in G.TABLE.items()},
         "specMount": R.SPEC_MOUNT,
         "specPath": R.SPEC_PATH,
         "homeDir": R.HOME_DIR,

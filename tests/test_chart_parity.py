@@ -12,6 +12,7 @@ With `eval.enabled` the chart is the evaluation job instead: it must equal what 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ import yaml
 from chart_support import (ROOT, assert_same_objects, gen_chart, helm_objects, launcher_eval_objects, launcher_objects,
                            values_file)
 from launcher import canonical
+from launcher import gpu_select as G
 from launcher.config import load_spec
 
 CONFIGS = [ROOT / "configs" / "grpo-exp3.yaml", ROOT / "configs" / "grpo-exp4.yaml"]
@@ -215,3 +217,33 @@ def test_eval_name_keeps_the_budget_for_long_names():
     assert_same_objects(launcher, chart)
     job = next(o for o in chart if o["kind"] == "PyTorchJob")["metadata"]["name"]
     assert job.startswith("a" * 32 + "-eval-") and len(job) <= 47
+
+
+# Every GPU label scheme × every GPU type it offers (launcher.gpu_select.TABLE), plus "any GPU" (null):
+# the chart's copy of the table (gen_chart's gpuSelectors) must select exactly what render does.
+SCHEME_CASES = [(scheme, gpu_type) for scheme, types in G.TABLE.items() for gpu_type in [*types, None]]
+
+
+@pytest.mark.parametrize(("scheme", "gpu_type"), SCHEME_CASES, ids=lambda v: str(v))
+def test_parity_for_every_gpu_label_scheme_and_type(scheme, gpu_type, tmp_path):
+    config = ROOT / "configs" / "grpo-exp3.yaml"
+    sets = [f"resources.gpu_label_scheme={scheme}", f"resources.gpu_type={'null' if gpu_type is None else gpu_type}"]
+    values = values_file(tmp_path, config, sets=sets, backend="pytorchjob")
+    launcher = launcher_objects(config, sets=sets, backend="pytorchjob")
+    assert_same_objects(launcher, helm_objects("-f", str(values)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("scheme", ["gke", "aks"])
+def test_parity_user_selector_affinity_and_toleration_win_over_the_preset(scheme, backend, tmp_path):
+    """Multi-node (anti-affinity) with the scheme's nodeAffinity, overridden piecewise by the user."""
+    config = ROOT / "configs" / "grpo-exp3.yaml"
+    affinity = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 50, "podAffinityTerm": {"topologyKey": "topology.kubernetes.io/zone",
+                                           "labelSelector": {"matchLabels": {"team": "a"}}}}]}}
+    sets = [f"resources.gpu_label_scheme={scheme}", "resources.gpu_type=H100-80GB", "resources.nodes=2",
+            "scheduling.node_selector.pool=gpu", f"scheduling.affinity={json.dumps(affinity)}",
+            "scheduling.gpu_toleration=false"]
+    values = values_file(tmp_path, config, sets=sets, backend=backend)
+    launcher = launcher_objects(config, sets=sets, backend=backend)
+    assert_same_objects(launcher, helm_objects("-f", str(values)))

@@ -264,17 +264,42 @@ def test_no_gpu_anywhere_says_what_to_install(cluster, capsys):
 
 
 def test_untolerated_taint_fails_and_the_configs_toleration_passes(cluster, capsys):
-    taint = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    taint = {"key": "sku", "value": "gpu", "effect": "NoSchedule"}  # AKS's suggested GPU pool taint
     cluster.nodes = [node("gpu-0", taints=[taint])]
     rc, lines, _ = doctor(capsys)
     assert rc == 1
-    assert "1 node(s) match" in lines["gpu-nodes"] and "gpu-0 (taint nvidia.com/gpu=present:NoSchedule)" \
-        in lines["gpu-nodes"]
-    assert ("--set 'scheduling.tolerations=[{\"key\": \"nvidia.com/gpu\", \"operator\": \"Equal\", "
-            "\"effect\": \"NoSchedule\", \"value\": \"present\"}]'") in lines["gpu-nodes"]
-    tol = json.dumps([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])
+    assert "1 node(s) match" in lines["gpu-nodes"] and "gpu-0 (taint sku=gpu:NoSchedule)" in lines["gpu-nodes"]
+    assert ("--set 'scheduling.tolerations=[{\"key\": \"sku\", \"operator\": \"Equal\", "
+            "\"effect\": \"NoSchedule\", \"value\": \"gpu\"}]'") in lines["gpu-nodes"]
+    tol = json.dumps([{"key": "sku", "operator": "Exists", "effect": "NoSchedule"}])
     rc, lines, _ = doctor(capsys, "--set", f"scheduling.tolerations={tol}")
     assert rc == 0 and lines["gpu-nodes"].startswith("✓")
+
+
+def test_the_default_gpu_toleration_covers_the_nvidia_taint_unless_turned_off(cluster, capsys):
+    cluster.nodes = [node("gpu-0", taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}])]
+    rc, lines, _ = doctor(capsys)
+    assert rc == 0 and lines["gpu-nodes"].startswith("✓")
+    rc, lines, _ = doctor(capsys, "--set", "scheduling.gpu_toleration=false")
+    assert rc == 1 and "gpu-0 (taint nvidia.com/gpu=present:NoSchedule)" in lines["gpu-nodes"]
+
+
+def test_nodes_of_another_platform_suggest_its_scheme(cluster, capsys):
+    gke = node("gke-0", product=None)
+    gke["metadata"]["labels"]["cloud.google.com/gke-accelerator"] = "nvidia-a100-80gb"
+    cluster.nodes = [gke]
+    rc, lines, _ = doctor(capsys)
+    assert rc == 1
+    assert ("no node matches nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB; nodes with nvidia.com/gpu: gke-0 "
+            "(nvidia.com/gpu.product=<unset>, 8 nvidia.com/gpu)") in lines["gpu-nodes"]
+    assert "--set resources.gpu_label_scheme=gke" in lines["gpu-nodes"]
+    rc, lines, _ = doctor(capsys, "--set", "resources.gpu_label_scheme=gke", "--set", "resources.gpu_type=H200")
+    assert rc == 1 and ("no node matches cloud.google.com/gke-accelerator=nvidia-h200-141gb; nodes with "
+                        "nvidia.com/gpu: gke-0 (cloud.google.com/gke-accelerator=nvidia-a100-80gb, 8 nvidia.com/gpu)"
+                        ) in lines["gpu-nodes"]
+    assert "--set resources.gpu_type=A100-80GB" in lines["gpu-nodes"]
+    rc, lines, _ = doctor(capsys, "--set", "resources.gpu_type=null")
+    assert rc == 0 and lines["gpu-nodes"].startswith("✓"), lines["gpu-nodes"]
 
 
 def test_node_selector_is_part_of_the_match(cluster, capsys):

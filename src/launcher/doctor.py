@@ -17,8 +17,10 @@ import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from launcher import gpu_select as G
 from launcher import quantity as Q
-from launcher.spec import GPU_PRODUCTS, ExperimentSpec
+from launcher.render import gpu_pod_requirements, gpu_pod_tolerations, gpu_requirements
+from launcher.spec import ExperimentSpec
 
 OK, FAIL, WARN = "ok", "fail", "warn"
 MARKS = {OK: "✓", FAIL: "✗", WARN: "!"}
@@ -250,8 +252,8 @@ def tolerates(toleration: dict, taint: dict) -> bool:
 
 
 def spec_tolerations(spec: ExperimentSpec) -> list[dict]:
-    return [{"key": t.key, "operator": t.operator, "value": t.value, "effect": t.effect}
-            for t in spec.scheduling.tolerations]
+    """The GPU pods' tolerations as rendered (scheduling.tolerations plus, by default, the GPU taint's)."""
+    return gpu_pod_tolerations(spec)
 
 
 def gpus_per_pod(spec: ExperimentSpec) -> int:
@@ -259,12 +261,41 @@ def gpus_per_pod(spec: ExperimentSpec) -> int:
 
 
 def pod_selector(spec: ExperimentSpec) -> dict[str, str]:
-    """The GPU pods' node selector as rendered: scheduling.node_selector plus the GPU product label (GPU pods)."""
+    """The GPU pods' single-valued node labels as rendered (scheduling.node_selector wins over the GPU preset)."""
+    return {r.key: r.values[0] for r in gpu_pod_requirements(spec) if len(r.values) == 1}
+
+
+def gpu_node_summary(spec: ExperimentSpec, node: NodeView | dict) -> str:
+    """`name (label=value, ..., N nvidia.com/gpu)`: a GPU node by the labels the config's scheme reads."""
     res = spec.resources
-    sel = dict(spec.scheduling.node_selector)
-    if gpus_per_pod(spec) > 0:
-        sel[res.gpu_product_label] = res.gpu_product
-    return sel
+    name, labels = (node.name, node.labels) if isinstance(node, NodeView) else (
+        (node.get("metadata") or {}).get("name", "?"), (node.get("metadata") or {}).get("labels") or {})
+    keys = [k if k != G.GFD_PRODUCT_LABEL else res.gpu_product_label for k in G.keys(res.gpu_label_scheme)]
+    keys += [k for k in spec.scheduling.node_selector if k not in keys]
+    shown = [f"{k}={labels[k]}" for k in keys if k in labels] or [f"{keys[0]}=<unset>"]
+    gpus = (node.allocatable.get(res.gpu_resource) if isinstance(node, NodeView)
+            else quantity(((node.get("status") or {}).get("allocatable") or {}).get(res.gpu_resource)))
+    return f"{name} ({', '.join(shown)}, {show_quantity(res.gpu_resource, gpus or Decimal(0))} {res.gpu_resource})"
+
+
+def unmatched_gpu_nodes(spec: ExperimentSpec, nodes: list[dict]) -> str | None:
+    """When no node has the labels the GPU pods require: `no node matches SEL; nodes with GPU: n1 (...)`.
+
+    None when some node matches (or the pods need no GPU label). What `submit` warns and `status` shows
+    for a Pending run; `doctor`'s gpu-nodes check says the same with a fix.
+    """
+    reqs = gpu_pod_requirements(spec)
+    if not reqs or any(G.matches((n.get("metadata") or {}).get("labels") or {}, reqs) for n in nodes):
+        return None
+    res = spec.resources
+    gpu_nodes = [n for n in nodes if quantity(((n.get("status") or {}).get("allocatable") or {})
+                                              .get(res.gpu_resource)) > 0]
+    text = f"no node matches {G.describe(reqs)}"
+    if not gpu_nodes:
+        return text + f"; no node has {res.gpu_resource} allocatable"
+    more = f" and {len(gpu_nodes) - 8} more" if len(gpu_nodes) > 8 else ""
+    return text + f"; nodes with {res.gpu_resource}: " + ", ".join(
+        gpu_node_summary(spec, n) for n in gpu_nodes[:8]) + more
 
 
 def pod_needs(spec: ExperimentSpec) -> dict[str, Decimal]:
@@ -335,33 +366,42 @@ def _needs_text(spec: ExperimentSpec, need: dict[str, Decimal]) -> str:
     return f"{spec.resources.nodes} pod(s) × (" + ", ".join(parts) + ")"
 
 
+def _gpu_label_fix(spec: ExperimentSpec, gpu_nodes: list[NodeView]) -> str:
+    """What to set so the GPU pods fit the GPU nodes there are: a gpu_type, a gpu_label_scheme, or null."""
+    res = spec.resources
+    here = sorted({t for v in gpu_nodes for t in G.identify(res.gpu_label_scheme, v.labels, res.gpu_product_label)})
+    if here:
+        return f"set resources.gpu_type to a GPU these nodes have: --set resources.gpu_type={here[0]}"
+    for scheme in G.SCHEMES:
+        found = sorted({t for v in gpu_nodes for t in G.identify(scheme, v.labels)})
+        if scheme != res.gpu_label_scheme and found:
+            return (f"these nodes carry {scheme} GPU labels: --set resources.gpu_label_scheme={scheme}"
+                    + ("" if res.gpu_type in found else f" --set resources.gpu_type={found[0]}"))
+    return (f"label the GPU nodes {G.describe(gpu_requirements(spec))}, set resources.gpu_label_scheme to the "
+            "platform's labels, or --set resources.gpu_type=null to take any node with the GPU resource")
+
+
 def assess_nodes(spec: ExperimentSpec, nodes: list[dict], pods: list[dict] | None) -> Check:
     """Pure: do enough distinct nodes match the selector, tolerate-wise, with room for one pod each?"""
     res = spec.resources
     gpus = gpus_per_pod(spec)
     name = "gpu-nodes" if gpus > 0 else "nodes"
     need = pod_needs(spec)
-    selector = pod_selector(spec)
+    reqs = gpu_pod_requirements(spec)
     tolerations = spec_tolerations(spec)
     views = node_views(nodes, pods, tuple(need))
-    sel_text = ",".join(f"{k}={v}" for k, v in selector.items()) or "(no node selector)"
+    sel_text = G.describe(reqs) or "(no node selector)"
     want = _needs_text(spec, need)
-    matching = [v for v in views if all(v.labels.get(k) == val for k, val in selector.items())]
+    matching = [v for v in views if G.matches(v.labels, reqs)]
     if not matching:
         finding = f"no node matches {sel_text}"
         if gpus > 0:
             others = [v for v in views if v.allocatable.get(res.gpu_resource, 0) > 0]
             if others:
-                shown = ", ".join(f"{v.name} ({res.gpu_product_label}={v.labels.get(res.gpu_product_label, '<unset>')}"
-                                  f", {show_quantity(res.gpu_resource, v.allocatable[res.gpu_resource])} "
-                                  f"{res.gpu_resource})" for v in others[:8])
+                shown = ", ".join(gpu_node_summary(spec, v) for v in others[:8])
                 more = f" and {len(others) - 8} more" if len(others) > 8 else ""
                 finding += f"; nodes with {res.gpu_resource}: {shown}{more}"
-                types = sorted({t for v in others for t, p in GPU_PRODUCTS.items()
-                                if v.labels.get(res.gpu_product_label) == p})
-                fix = (f"set resources.gpu_type to a GPU these nodes have: --set resources.gpu_type={types[0]}"
-                       if types else f"label the GPU nodes {res.gpu_product_label}={res.gpu_product}, or set "
-                       "resources.gpu_product_label to the label they carry")
+                fix = _gpu_label_fix(spec, others)
                 extra = [k for k in spec.scheduling.node_selector if any(v.labels.get(k) != spec.scheduling.node_selector[k]
                                                                          for v in others)]
                 if extra:

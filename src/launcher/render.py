@@ -20,7 +20,7 @@ import jinja2
 import yaml
 
 from launcher import labels as L
-from launcher import canonical
+from launcher import canonical, gpu_select
 from launcher.spec import ExperimentSpec
 
 SPEC_MOUNT = "/etc/grpo"
@@ -224,13 +224,54 @@ def _volumes(spec: ExperimentSpec, configmap: str) -> tuple[list, list]:
     return volumes, mounts
 
 
-def _tolerations(spec: ExperimentSpec) -> list[dict]:
+def _tolerations(spec: ExperimentSpec, *, gpu: bool = False) -> list[dict]:
+    """scheduling.tolerations; on GPU pods (gpu) also the GPU taint's, unless one for that key is given."""
     out = []
     for t in spec.scheduling.tolerations:
         item = {"key": t.key, "operator": t.operator, "value": t.value, "effect": t.effect,
                 "tolerationSeconds": t.toleration_seconds}
         out.append({k: v for k, v in item.items() if v is not None})
+    key = spec.resources.gpu_resource
+    if gpu and spec.scheduling.gpu_toleration and not any(t.get("key") == key for t in out):
+        # GPU node pools are usually tainted `nvidia.com/gpu:NoSchedule` (GKE adds it to GPU pools of
+        # mixed clusters, EKS and GPU-operator guides recommend it); without this the pods stay Pending.
+        out.append({"key": key, "operator": "Exists", "effect": "NoSchedule"})
     return out
+
+
+def gpu_requirements(spec: ExperimentSpec) -> tuple:
+    """The node labels a GPU pod requires for resources.gpu_type on resources.gpu_label_scheme (none: any GPU)."""
+    res = spec.resources
+    if res.cpu_only:
+        return ()
+    return gpu_select.requirements(res.gpu_label_scheme, res.gpu_type, res.gpu_product_label)
+
+
+def gpu_pod_requirements(spec: ExperimentSpec) -> tuple:
+    """Every node label the GPU pods require as rendered: scheduling.node_selector, then the GPU preset's
+    labels it does not override (the pre-flight's and status's view of the pods' nodeSelector and the
+    launcher's nodeAffinity). A scheduling.affinity nodeAffinity replaces the preset's `In` expressions;
+    it is the user's own and not evaluated here."""
+    user = spec.scheduling.node_selector
+    replaced = "nodeAffinity" in (spec.scheduling.affinity or {})
+    own = [r for r in gpu_requirements(spec) if r.key not in user and not (replaced and len(r.values) > 1)]
+    return tuple(gpu_select.Requirement(k, (v,)) for k, v in user.items()) + tuple(own)
+
+
+def gpu_pod_tolerations(spec: ExperimentSpec) -> list[dict]:
+    """The GPU pods' tolerations as rendered (with the GPU taint's toleration unless turned off)."""
+    return _tolerations(spec, gpu=not spec.resources.cpu_only)
+
+
+def _gpu_node_affinity(expressions: list[dict]) -> dict:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": expressions}]}}}
+
+
+def _affinity(spec: ExperimentSpec, own: dict) -> dict | None:
+    """The launcher's affinity with scheduling.affinity laid over it: each key given replaces ours."""
+    merged = {**own, **(spec.scheduling.affinity or {})}
+    return dict(sorted(merged.items())) or None
 
 
 def _anti_affinity(instance: str) -> dict:
@@ -280,17 +321,21 @@ def _pod_parts(
         # spread one per node). A CPU-only pod (gpus_per_node 0, workload smoke) asks for no GPU and
         # is not pinned to a GPU product, so it schedules on plain nodes.
         resources = {"cpu": res.cpu, "memory": res.memory}
-        node_selector = dict(spec.scheduling.node_selector)
+        node_selector, expressions = gpu_select.split(gpu_requirements(spec))
+        # the user's node_selector wins over the GPU preset for the same key
+        node_selector.update(spec.scheduling.node_selector)
         if not res.cpu_only:
             resources[res.gpu_resource] = res.gpus_per_node
-            node_selector[res.gpu_product_label] = res.gpu_product
-        tolerations = _tolerations(spec)
-        affinity = _anti_affinity(instance) if res.nodes > 1 else None
+        tolerations = _tolerations(spec, gpu=not res.cpu_only)
+        own = _gpu_node_affinity(expressions) if expressions else {}
+        if res.nodes > 1:
+            own.update(_anti_affinity(instance))
+        affinity = _affinity(spec, own)
     else:
         resources = {"cpu": res.head_cpu, "memory": res.head_memory}
         node_selector = dict(spec.scheduling.node_selector)
         tolerations = _tolerations(spec)
-        affinity = None
+        affinity = _affinity(spec, {})
     return PodParts(
         labels=L.pod_labels(spec, "gpu" if gpu else "head", component, instance),
         annotations=dict(sorted(spec.scheduling.pod_annotations.items())),

@@ -21,6 +21,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from launcher.gpu_select import TABLE as GPU_TABLE
+
 # Kubernetes quantities ("16", "500m", "128Gi", "1.5e3"): the apimachinery grammar, simplified to
 # what a user writes. Anything else would be refused by the API server only at submit time.
 QUANTITY_RE = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
@@ -64,15 +66,10 @@ HASH_LEN = 8
 NAME_MAX = JOB_NAME_MAX - HASH_LEN - 1  # 38
 
 # GPU types a user names, mapped to the value of the NVIDIA GPU feature-discovery label
-# `nvidia.com/gpu.product` on nodes that carry that GPU.
-GPU_PRODUCTS: dict[str, str] = {
-    "A100-80GB": "NVIDIA-A100-SXM4-80GB",
-    "A100-40GB": "NVIDIA-A100-SXM4-40GB",
-    "A100-80GB-PCIE": "NVIDIA-A100-80GB-PCIe",
-    "H100-80GB": "NVIDIA-H100-80GB-HBM3",
-    "H200": "NVIDIA-H200",
-    "L40S": "NVIDIA-L40S",
-}
+# `nvidia.com/gpu.product` (gpu_label_scheme gfd). Every scheme's labels: launcher.gpu_select.TABLE.
+GPU_PRODUCTS: dict[str, str] = {t: reqs[0].values[0] for t, reqs in GPU_TABLE["gfd"].items()}
+GpuLabelScheme = Literal["gfd", "gke", "karpenter", "aks"]
+AFFINITY_KEYS = ("nodeAffinity", "podAffinity", "podAntiAffinity")
 
 
 class _Model(BaseModel):
@@ -218,12 +215,23 @@ class ResourcesSpec(_Model):
         description="GPUs per pod (nvidia.com/gpu limit). 0: a CPU-only pod (no GPU limit, no GPU product node "
         "selector), allowed only with workload smoke; verl's batch rules then count one worker per pod.",
     )
-    gpu_type: str = Field(
+    gpu_type: str | None = Field(
         "A100-80GB",
-        description=f"GPU type, mapped to the nvidia.com/gpu.product node label: one of {sorted(GPU_PRODUCTS)}.",
+        description=f"GPU type, translated by gpu_label_scheme into the node labels a GPU pod requires: one of "
+        f"{sorted(GPU_PRODUCTS)} (not every platform offers each); null: any node with the GPU resource "
+        "(no GPU product selector at all).",
+    )
+    gpu_label_scheme: GpuLabelScheme = Field(
+        "gfd",
+        description="Whose node labels name the GPU: gfd (NVIDIA GPU feature discovery, nvidia.com/gpu.product), "
+        "gke (cloud.google.com/gke-accelerator), karpenter (karpenter.k8s.aws/instance-gpu-name, plus "
+        "instance-gpu-memory for the A100s), aks (kubernetes.azure.com/accelerator=nvidia plus the VM size, "
+        "node.kubernetes.io/instance-type, as a node affinity). The table: README, GPU selection.",
     )
     gpu_resource: LabelKey = Field("nvidia.com/gpu", description="Extended resource name of the GPU.")
-    gpu_product_label: LabelKey = Field("nvidia.com/gpu.product", description="Node label carrying the GPU product.")
+    gpu_product_label: LabelKey = Field(
+        "nvidia.com/gpu.product", description="Node label carrying the GPU product (gpu_label_scheme gfd only)."
+    )
     cpu: Quantity = Field("16", description="CPU request and limit per pod; also Ray's CPU count.")
     memory: Quantity = Field("128Gi", description="Memory request and limit per pod (equal: Guaranteed QoS).")
     shm_size: Quantity = Field("16Gi", description="Size of the memory-backed /dev/shm (NCCL, Ray object store).")
@@ -248,8 +256,9 @@ class ResourcesSpec(_Model):
         return self.gpus_per_node == 0
 
     @property
-    def gpu_product(self) -> str:
-        return GPU_PRODUCTS[self.gpu_type]
+    def gpu_product(self) -> str | None:
+        """The gfd product label value of gpu_type (None: any GPU, or a type gfd does not know)."""
+        return GPU_PRODUCTS.get(self.gpu_type) if self.gpu_type else None
 
 
 class StorageSpec(_Model):
@@ -284,9 +293,22 @@ class SchedulingSpec(_Model):
     queue: DnsLabel | None = Field(None, description="Kueue LocalQueue; the job is created suspended for Kueue to admit.")
     priority_class: DnsSubdomain | None = Field(None, description="PriorityClass of the pods.")
     node_selector: dict[LabelKey, LabelValue] = Field(
-        {}, description="Extra node selector (the GPU product label is added from resources.gpu_type)."
+        {}, description="Node selector of every pod; on GPU pods added to the GPU labels of resources.gpu_type "
+        "and gpu_label_scheme, and a key set here wins over the same key from them."
     )
-    tolerations: list[Toleration] = Field([], description="Tolerations, e.g. for tainted GPU node pools.")
+    tolerations: list[Toleration] = Field([], description="Tolerations of every pod, e.g. for tainted node pools.")
+    gpu_toleration: bool = Field(
+        True,
+        description="Add the toleration {key: <resources.gpu_resource>, operator: Exists, effect: NoSchedule} to "
+        "the GPU pods: GPU node pools are usually tainted so (GKE, EKS, GPU operator guides). Unless "
+        "scheduling.tolerations already has one for that key; false: only scheduling.tolerations.",
+    )
+    affinity: dict[Literal["nodeAffinity", "podAffinity", "podAntiAffinity"], dict[str, Any]] | None = Field(
+        None,
+        description="Escape hatch: a Kubernetes pod affinity (camelCase, as in a pod spec) for every pod; each key "
+        "given replaces the launcher's own (the GPU nodeAffinity of gpu_label_scheme aks/gke, the multi-node "
+        "podAntiAffinity) on the GPU pods.",
+    )
     pod_annotations: dict[LabelKey, AnnotationValue] = Field(
         {}, description="Annotations on every pod (e.g. for KWOK test stages or sidecar injection)."
     )
@@ -531,8 +553,15 @@ def check_rules(spec: ExperimentSpec) -> list[Problem]:
                 res.gpus_per_node,
             )
         )
-    if res.gpu_type not in GPU_PRODUCTS:
-        problems.append(Problem("resources.gpu_type", f"one of {sorted(GPU_PRODUCTS)}", res.gpu_type))
+    offered = GPU_TABLE[res.gpu_label_scheme]
+    if res.gpu_type is not None and res.gpu_type not in offered:
+        unknown = res.gpu_type not in GPU_PRODUCTS
+        problems.append(Problem(
+            "resources.gpu_type",
+            f"one of {sorted(GPU_PRODUCTS)}" if unknown else
+            f"a GPU gpu_label_scheme {res.gpu_label_scheme} can select: one of {sorted(offered)}, or null for any "
+            f"GPU node ({res.gpu_type} is not offered there; another scheme, or null, if your nodes have it)",
+            res.gpu_type))
     if (data.train_batch_size * rollout.n) % world:
         problems.append(
             Problem(

@@ -205,21 +205,47 @@ Pod template (templates/_pod.j2 with render._pod_parts). Argument: dict with
 {{- if not (kindIs "invalid" .toleration_seconds) }}{{ $_ := set $t "tolerationSeconds" (int64 .toleration_seconds) }}{{ end -}}
 {{- $tolerations = append $tolerations $t -}}
 {{- end -}}
-{{- /* resources, node selector and anti-affinity: GPU pods vs the Ray head; a CPU-only pod
-       (gpus_per_node 0, workload smoke) asks for no GPU and is not pinned to a GPU product */ -}}
-{{- $nodeSelector := deepCopy ($sched.node_selector | default dict) -}}
+{{- /* resources, node selector, tolerations and affinity: GPU pods vs the Ray head; a CPU-only pod
+       (gpus_per_node 0, workload smoke) asks for no GPU and is not pinned to a GPU product
+       (render._pod_parts, gpu_select.TABLE via $c.gpuSelectors); scheduling.node_selector and
+       scheduling.affinity win over the GPU preset */ -}}
+{{- $presetSelector := dict -}}
 {{- $resources := dict "cpu" $res.head_cpu "memory" $res.head_memory -}}
 {{- $affinity := dict -}}
 {{- if .gpu -}}
 {{- $resources = dict "cpu" $res.cpu "memory" $res.memory -}}
 {{- if gt (int64 $res.gpus_per_node) 0 -}}
 {{- $_ := set $resources $res.gpu_resource (int64 $res.gpus_per_node) -}}
-{{- $_ = set $nodeSelector $res.gpu_product_label (index $c.gpuProducts $res.gpu_type) -}}
+{{- if not (kindIs "invalid" $res.gpu_type) -}}
+{{- if eq $res.gpu_label_scheme "gfd" -}}
+{{- $_ = set $presetSelector $res.gpu_product_label (index $c.gpuProducts $res.gpu_type) -}}
+{{- else -}}
+{{- $preset := index $c.gpuSelectors $res.gpu_label_scheme $res.gpu_type -}}
+{{- $presetSelector = deepCopy $preset.nodeSelector -}}
+{{- with $preset.matchExpressions -}}
+{{- $_ = set $affinity "nodeAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (dict "nodeSelectorTerms" (list (dict "matchExpressions" .)))) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- /* GPU node pools are usually tainted <gpu_resource>:NoSchedule (render._tolerations) */ -}}
+{{- if $sched.gpu_toleration -}}
+{{- $has := false -}}
+{{- range $tolerations -}}
+{{- if eq (get . "key") $res.gpu_resource }}{{ $has = true }}{{ end -}}
+{{- end -}}
+{{- if not $has -}}
+{{- $tolerations = append $tolerations (dict "key" $res.gpu_resource "operator" "Exists" "effect" "NoSchedule") -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- if gt (int64 $res.nodes) 1 -}}
 {{- /* one GPU pod per node, so a multi-node run really spans nodes */ -}}
-{{- $affinity = dict "podAntiAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (list (dict "labelSelector" (dict "matchLabels" (dict $c.instanceLabel $instance $c.roleLabel "gpu")) "topologyKey" "kubernetes.io/hostname"))) -}}
+{{- $_ := set $affinity "podAntiAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (list (dict "labelSelector" (dict "matchLabels" (dict $c.instanceLabel $instance $c.roleLabel "gpu")) "topologyKey" "kubernetes.io/hostname"))) -}}
 {{- end -}}
+{{- end -}}
+{{- $nodeSelector := merge (deepCopy ($sched.node_selector | default dict)) $presetSelector -}}
+{{- range $k, $val := ($sched.affinity | default dict) -}}
+{{- $_ := set $affinity $k $val -}}
 {{- end -}}
 {{- /* init container: fixed on GPU pods, a CPU-only pod's own size (render._init_resources) */ -}}
 {{- $initResources := dict "cpu" "1" "memory" "2Gi" -}}
@@ -254,6 +280,9 @@ spec:
 {{- end }}
 {{- with $tolerations }}
   tolerations: {{ . | toJson }}
+{{- end }}
+{{- with $affinity }}
+  affinity: {{ . | toJson }}
 {{- end }}
 {{- with $imagePullSecrets }}
   imagePullSecrets: {{ . | toJson }}

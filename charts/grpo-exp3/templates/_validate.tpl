@@ -29,8 +29,12 @@ namespace with objects in another confuses `helm list`/`helm uninstall`/`helm te
 {{- if and (eq $gpus 0) (eq $v.workload "grpo") -}}
 {{- $errs = append $errs "values.resources.gpus_per_node must be at least 1 for workload grpo (verl's GRPO trainer with a vLLM rollout needs GPUs; 0, a CPU-only pod, is allowed only with workload smoke), got 0" -}}
 {{- end -}}
+{{- if not (kindIs "invalid" $res.gpu_type) -}}
 {{- if not (hasKey $c.gpuProducts $res.gpu_type) -}}
 {{- $errs = append $errs (printf "values.resources.gpu_type must be one of %v, got %q" $c.gpuTypes $res.gpu_type) -}}
+{{- else if not (has $res.gpu_type (index $c.gpuTypesByScheme $res.gpu_label_scheme)) -}}
+{{- $errs = append $errs (printf "values.resources.gpu_type must be a GPU gpu_label_scheme %s can select: one of %v, or null for any GPU node, got %q" $res.gpu_label_scheme (index $c.gpuTypesByScheme $res.gpu_label_scheme) $res.gpu_type) -}}
+{{- end -}}
 {{- end -}}
 {{- if and (gt $world 0) (mod (mul $batch $n) $world) -}}
 {{- $errs = append $errs (printf "values.data.train_batch_size must make train_batch_size × rollout.n divisible by the GPU count %d (resources.nodes %d × resources.gpus_per_node %d%s); %d × %d = %d, got %d" $world $nodes $gpus (ternary ", a CPU pod counts as 1" "" (eq $gpus 0)) $batch $n (mul $batch $n) $batch) -}}

@@ -1,0 +1,171 @@
+"""Which nodes a GPU pod may land on: the per-platform GPU label table and what it renders to.
+
+`resources.gpu_type` names a GPU; `resources.gpu_label_scheme` names the platform whose node labels
+say which GPU a node has. `TABLE` (the one place these labels live) maps both to the node labels the
+pod requires. Everything derives from it: the rendered `nodeSelector`/`nodeAffinity`
+(`launcher.render`), the chart (`hack/gen_chart.py` exports it), the docs (README "GPU selection")
+and the pre-flight messages (`submit`, `status`, `doctor`).
+
+A requirement with one value is rendered as a `nodeSelector` entry; one with several values (a GPU
+that a platform sells on more than one machine type, e.g. AKS VM sizes) as a required
+`nodeAffinity` `In` expression, because `nodeSelector` cannot say "one of". Where a platform's GPU
+name does not tell two types apart (Karpenter names both A100s `a100`), the table adds a second
+label (the GPU memory in MiB) to the same entry.
+
+Sources (checked 2026-12):
+- gfd: NVIDIA GPU feature discovery (k8s-device-plugin, docs/gpu-feature-discovery) labels
+  `nvidia.com/gpu.product` with the NVML device name, spaces replaced by `-`.
+- gke: https://cloud.google.com/kubernetes-engine/docs/how-to/gpus (node label
+  `cloud.google.com/gke-accelerator`; values as in https://cloud.google.com/compute/docs/gpus:
+  nvidia-tesla-a100 is the 40 GB A100 of a2-highgpu/megagpu, nvidia-a100-80gb the a2-ultragpu one,
+  nvidia-h100-80gb the A3 High/Edge H100 and nvidia-h100-mega-80gb the A3 Mega one, nvidia-h200-141gb
+  the A3 Ultra H200). GKE offers neither an L40S nor a PCIe A100 80GB.
+- karpenter: https://karpenter.sh/docs/reference/instance-types/ and
+  https://karpenter.sh/docs/concepts/scheduling/#well-known-labels (`karpenter.k8s.aws/instance-gpu-name`
+  from EC2 DescribeInstanceTypes, lower-cased; `karpenter.k8s.aws/instance-gpu-memory` in MiB):
+  p4d a100/40960, p4de a100/81920, p5 h100, p5e/p5en h200, g6e l40s. AWS offers no PCIe A100 80GB.
+- aks: https://learn.microsoft.com/azure/aks/use-labels (`kubernetes.azure.com/accelerator: nvidia`
+  on GPU node pools; it names no model) and the VM sizes of
+  https://learn.microsoft.com/azure/virtual-machines/sizes/overview (GPU accelerated), matched on
+  the well-known `node.kubernetes.io/instance-type` label. Azure offers no L40S VM size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+GFD_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GKE_LABEL = "cloud.google.com/gke-accelerator"
+KARPENTER_NAME_LABEL = "karpenter.k8s.aws/instance-gpu-name"
+KARPENTER_MEMORY_LABEL = "karpenter.k8s.aws/instance-gpu-memory"
+AKS_ACCELERATOR_LABEL = "kubernetes.azure.com/accelerator"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+SCHEMES = ("gfd", "gke", "karpenter", "aks")
+GPU_TYPES = ("A100-40GB", "A100-80GB", "A100-80GB-PCIE", "H100-80GB", "H200", "L40S")
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A node label the pod requires: `key` equal to one of `values`."""
+
+    key: str
+    values: tuple[str, ...]
+
+
+def _r(key: str, *values: str) -> Requirement:
+    return Requirement(key, tuple(values))
+
+
+_AKS_GPU = _r(AKS_ACCELERATOR_LABEL, "nvidia")
+
+# scheme -> gpu_type -> the labels a node of that type carries. A type missing from a scheme is a GPU
+# that platform does not offer (validation names the types it does).
+TABLE: dict[str, dict[str, tuple[Requirement, ...]]] = {
+    "gfd": {
+        "A100-40GB": (_r(GFD_PRODUCT_LABEL, "NVIDIA-A100-SXM4-40GB"),),
+        "A100-80GB": (_r(GFD_PRODUCT_LABEL, "NVIDIA-A100-SXM4-80GB"),),
+        "A100-80GB-PCIE": (_r(GFD_PRODUCT_LABEL, "NVIDIA-A100-80GB-PCIe"),),
+        "H100-80GB": (_r(GFD_PRODUCT_LABEL, "NVIDIA-H100-80GB-HBM3"),),
+        "H200": (_r(GFD_PRODUCT_LABEL, "NVIDIA-H200"),),
+        "L40S": (_r(GFD_PRODUCT_LABEL, "NVIDIA-L40S"),),
+    },
+    "gke": {
+        "A100-40GB": (_r(GKE_LABEL, "nvidia-tesla-a100"),),
+        "A100-80GB": (_r(GKE_LABEL, "nvidia-a100-80gb"),),
+        # the same H100 SXM on A3 High/Edge and on A3 Mega machines: one of two values
+        "H100-80GB": (_r(GKE_LABEL, "nvidia-h100-80gb", "nvidia-h100-mega-80gb"),),
+        "H200": (_r(GKE_LABEL, "nvidia-h200-141gb"),),
+    },
+    "karpenter": {
+        # both A100s are named `a100`: the GPU memory (MiB) tells them apart
+        "A100-40GB": (_r(KARPENTER_NAME_LABEL, "a100"), _r(KARPENTER_MEMORY_LABEL, "40960")),
+        "A100-80GB": (_r(KARPENTER_NAME_LABEL, "a100"), _r(KARPENTER_MEMORY_LABEL, "81920")),
+        "H100-80GB": (_r(KARPENTER_NAME_LABEL, "h100"),),
+        "H200": (_r(KARPENTER_NAME_LABEL, "h200"),),
+        "L40S": (_r(KARPENTER_NAME_LABEL, "l40s"),),
+    },
+    "aks": {
+        # AKS labels a GPU pool only `accelerator: nvidia`: the VM size names the GPU
+        "A100-40GB": (_AKS_GPU, _r(INSTANCE_TYPE_LABEL, "Standard_ND96asr_v4")),
+        "A100-80GB": (_AKS_GPU, _r(INSTANCE_TYPE_LABEL, "Standard_ND96amsr_A100_v4")),
+        "A100-80GB-PCIE": (_AKS_GPU, _r(INSTANCE_TYPE_LABEL, "Standard_NC24ads_A100_v4", "Standard_NC48ads_A100_v4",
+                                        "Standard_NC96ads_A100_v4")),
+        "H100-80GB": (_AKS_GPU, _r(INSTANCE_TYPE_LABEL, "Standard_ND96isr_H100_v5")),
+        "H200": (_AKS_GPU, _r(INSTANCE_TYPE_LABEL, "Standard_ND96isr_H200_v5")),
+    },
+}
+
+SCHEME_DOCS = {
+    "gfd": "NVIDIA GPU feature discovery (GPU operator): nvidia.com/gpu.product (key: resources.gpu_product_label)",
+    "gke": "Google Kubernetes Engine: cloud.google.com/gke-accelerator",
+    "karpenter": "EKS with Karpenter: karpenter.k8s.aws/instance-gpu-name (+ instance-gpu-memory for the A100s)",
+    "aks": "Azure Kubernetes Service: kubernetes.azure.com/accelerator=nvidia + node.kubernetes.io/instance-type",
+}
+
+
+def types_for(scheme: str) -> list[str]:
+    """The GPU types a scheme can select, in table order."""
+    return list(TABLE.get(scheme, {}))
+
+
+def requirements(scheme: str, gpu_type: str | None, product_label: str = GFD_PRODUCT_LABEL) -> tuple[Requirement, ...]:
+    """The node labels a pod for `gpu_type` requires on `scheme`; () for `gpu_type` None (any GPU node).
+
+    `product_label` replaces the gfd key (resources.gpu_product_label, for clusters that relabel it).
+    Raises KeyError for a type the scheme does not offer (the spec's rules refuse it first).
+    """
+    if gpu_type is None:
+        return ()
+    reqs = TABLE[scheme][gpu_type]
+    if scheme == "gfd" and product_label != GFD_PRODUCT_LABEL:
+        reqs = tuple(Requirement(product_label, r.values) if r.key == GFD_PRODUCT_LABEL else r for r in reqs)
+    return reqs
+
+
+def split(reqs: tuple[Requirement, ...]) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """Requirements as (nodeSelector entries, nodeAffinity matchExpressions): one value vs several."""
+    selector = {r.key: r.values[0] for r in reqs if len(r.values) == 1}
+    expressions = [{"key": r.key, "operator": "In", "values": list(r.values)} for r in reqs if len(r.values) > 1]
+    return selector, expressions
+
+
+def describe(reqs: tuple[Requirement, ...]) -> str:
+    """`k=v,k2 in (a|b)`: how the pre-flight and status name a requirement."""
+    return ",".join(f"{r.key}={r.values[0]}" if len(r.values) == 1 else f"{r.key} in ({'|'.join(r.values)})"
+                    for r in reqs)
+
+
+def matches(labels: dict, reqs: tuple[Requirement, ...] | list[Requirement]) -> bool:
+    """Does a node with these labels satisfy every requirement."""
+    return all(labels.get(r.key) in r.values for r in reqs)
+
+
+def keys(scheme: str) -> list[str]:
+    """Every label key the scheme's table uses (what status shows of a non-matching GPU node)."""
+    seen: dict[str, None] = {}
+    for reqs in TABLE[scheme].values():
+        for r in reqs:
+            seen.setdefault(r.key, None)
+    return list(seen)
+
+
+def identify(scheme: str, labels: dict, product_label: str = GFD_PRODUCT_LABEL) -> list[str]:
+    """The GPU types whose labels a node carries on this scheme (to suggest a gpu_type that fits)."""
+    return [t for t in TABLE[scheme] if matches(labels, requirements(scheme, t, product_label))]
+
+
+def markdown_table() -> str:
+    """The table as the README shows it (tests/test_gpu_select.py keeps the README's copy equal)."""
+    head = "| gpu_type | " + " | ".join(f"`{s}`" for s in SCHEMES) + " |"
+    rows = [head, "|---" * (len(SCHEMES) + 1) + "|"]
+    for t in GPU_TYPES:
+        cells = []
+        for s in SCHEMES:
+            reqs = TABLE[s].get(t)
+            cells.append("not offered" if reqs is None else "<br>".join(
+                f"`{r.key}={r.values[0]}`" if len(r.values) == 1
+                else f"`{r.key}` in " + ", ".join(f"`{v}`" for v in r.values) + " (nodeAffinity)" for r in reqs))
+        rows.append(f"| `{t}` | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
