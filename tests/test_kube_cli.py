@@ -27,7 +27,8 @@ def healthy(api: FakeApiServer, gpus: int = 8) -> None:
     api.routes[("GET", "/apis/kubeflow.org/v1")] = (200, {"resources": [{"name": "pytorchjobs"}]})
     api.routes[("GET", f"/api/v1/namespaces/{NS}")] = (200, {"metadata": {"name": NS}})
     api.routes[("GET", "/api/v1/nodes")] = (200, {"items": [
-        {"metadata": {"name": "n"}, "status": {"allocatable": {"nvidia.com/gpu": str(gpus)}}}]})
+        {"metadata": {"name": "n", "labels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}},
+         "status": {"allocatable": {"nvidia.com/gpu": str(gpus)}}}]})
     api.routes[("GET", PTJ)] = (200, {"items": []})
     api.routes[("GET", f"/apis/ray.io/v1/namespaces/{NS}/rayjobs")] = (200, {"items": []})
 
@@ -76,10 +77,30 @@ def test_kueue_queue_checks(api, capsys):
     healthy(api)
     assert main(["submit", CONFIG, "-n", NS, "--set", "scheduling.queue=gpu-queue"]) == 3
     assert one_line_error(capsys.readouterr().err) == \
-        "error: Kueue is not installed: no kueue.x-k8s.io/v1beta1 LocalQueue (scheduling.queue is gpu-queue)"
+        "error: Kueue is not installed: no kueue.x-k8s.io (v1beta2/v1beta1) LocalQueue (scheduling.queue is gpu-queue)"
     api.routes[("GET", "/apis/kueue.x-k8s.io/v1beta1")] = (200, {"resources": [{"name": "localqueues"}]})
-    assert main(["submit", CONFIG, "-n", NS, "--set", "scheduling.queue=gpu-queue"]) == 3
-    assert "LocalQueue gpu-queue does not exist in namespace team-a" in one_line_error(capsys.readouterr().err)
+    assert main(["submit", CONFIG, "-n", NS, "--queue", "gpu-queue"]) == 3
+    assert ("LocalQueue gpu-queue does not exist in namespace team-a (kueue.x-k8s.io/v1beta1; "
+            "kubectl get localqueues -n team-a); nothing was created") in one_line_error(capsys.readouterr().err)
+    assert not [r for r in api.requests if r[0] == "POST"]
+
+
+@pytest.mark.parametrize(("served", "used"), [(("v1beta1",), "v1beta1"), (("v1beta2",), "v1beta2"),
+                                              (("v1beta1", "v1beta2"), "v1beta2")])
+def test_kueue_version_is_discovered_and_the_queue_read_at_it(api, capsys, served, used):
+    healthy(api)
+    for v in served:
+        api.routes[("GET", f"/apis/kueue.x-k8s.io/{v}")] = (200, {"resources": [{"name": "localqueues"}]})
+        api.routes[("GET", f"/apis/kueue.x-k8s.io/{v}/namespaces/{NS}/localqueues/gpu-queue")] = (
+            200, {"metadata": {"name": "gpu-queue"}})
+    api.routes[("POST", CM)] = (201, lambda q, b: json.loads(b))
+    api.routes[("POST", PTJ)] = (201, lambda q, b: json.loads(b))
+    assert main(["submit", CONFIG, "-n", NS, "--queue", "gpu-queue"]) == 0, capsys.readouterr().err
+    reads = [r[1] for r in api.requests if r[0] == "GET" and "/localqueues/" in r[1]]
+    assert reads == [f"/apis/kueue.x-k8s.io/{used}/namespaces/{NS}/localqueues/gpu-queue"]
+    job = [json.loads(r[3]) for r in api.requests if r[0] == "POST" and r[1] == PTJ][0]
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpu-queue"
+    assert job["spec"]["runPolicy"]["suspend"] is True
 
 
 def test_submit_creates_configmap_then_job_and_writes_run_dir(api, capsys, tmp_path):
@@ -101,7 +122,20 @@ def test_gpu_shortage_is_a_warning_not_an_error(api, capsys):
     api.routes[("POST", CM)] = (201, {})
     api.routes[("POST", PTJ)] = (201, {})
     assert main(["submit", CONFIG, "-n", NS]) == 0
-    assert "warning: 0 node(s) labelled nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB" in capsys.readouterr().err
+    assert "warning: 0 node(s) match nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB with at least 2 nvidia.com/gpu" \
+        in capsys.readouterr().err
+
+
+def test_no_node_with_the_gpu_label_names_the_gpu_nodes_there_are(api, capsys):
+    healthy(api)
+    api.routes[("GET", "/api/v1/nodes")] = (200, {"items": [
+        {"metadata": {"name": "n1", "labels": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}},
+         "status": {"allocatable": {"nvidia.com/gpu": "8"}}}]})
+    api.routes[("POST", CM)] = (201, {})
+    api.routes[("POST", PTJ)] = (201, {})
+    assert main(["submit", CONFIG, "-n", NS, "--set", "resources.gpu_label_scheme=gke"]) == 0
+    assert ("warning: no node matches cloud.google.com/gke-accelerator=nvidia-a100-80gb; nodes with nvidia.com/gpu: "
+            "n1 (cloud.google.com/gke-accelerator=nvidia-h100-80gb, 8 nvidia.com/gpu)") in capsys.readouterr().err
 
 
 def test_same_config_twice_attaches(api, capsys):

@@ -19,6 +19,7 @@ from decimal import Decimal
 
 from launcher import gpu_select as G
 from launcher import quantity as Q
+from launcher.kube import kueue
 from launcher.render import gpu_pod_requirements, gpu_pod_tolerations, gpu_requirements
 from launcher.spec import ExperimentSpec
 
@@ -41,8 +42,8 @@ BACKEND_APIS = {
 }
 # Listed for information when served (Kubeflow Trainer v2; the launcher does not render it).
 INFO_APIS = (("trainer.kubeflow.org", "trainjobs"),)
-KUEUE_GROUP = "kueue.x-k8s.io"
-KUEUE_VERSIONS = ("v1beta2", "v1beta1")  # preferred first: v1beta2 since Kueue 0.15, v1beta1 deprecated in 0.16
+KUEUE_GROUP = kueue.GROUP
+KUEUE_VERSIONS = kueue.VERSIONS  # preferred first (launcher.kube.kueue)
 KUEUE_INSTALL = ("kubectl apply --server-side -f https://github.com/kubernetes-sigs/kueue/releases/latest/download/"
                  "manifests.yaml (and enable its pytorchjob/rayjob integration)")
 # Taint effects that keep a pod off a node; PreferNoSchedule only discourages.
@@ -168,7 +169,7 @@ def check_kueue(kube, spec: ExperimentSpec, served: Served) -> Check:
                      "API: LocalQueue v1beta1/v1beta2)",
                      f"install Kueue: {KUEUE_INSTALL}; or run without a queue: --set scheduling.queue=null")
     ver = kueue_version(served)
-    lq_res = Resource("LocalQueue", KUEUE_GROUP, ver, "localqueues")
+    lq_res = kueue.localqueue(ver)
     try:
         lq = kube.get(lq_res, queue, namespace=ns)
     except ApiError as exc:
@@ -187,7 +188,7 @@ def check_kueue(kube, spec: ExperimentSpec, served: Served) -> Check:
                      (f"--set scheduling.queue={names[0]}, or " if names else "")
                      + f"ask an admin to create LocalQueue {queue} in {ns} (spec.clusterQueue: <a ClusterQueue>)")
     cq_name = (lq.get("spec") or {}).get("clusterQueue") or ""
-    cq_res = Resource("ClusterQueue", KUEUE_GROUP, ver, "clusterqueues", namespaced=False)
+    cq_res = kueue.clusterqueue(ver)
     base = f"LocalQueue {queue} in {ns} → ClusterQueue {cq_name or '?'} (kueue.x-k8s.io {', '.join(versions)} served)"
     try:
         cq = kube.get(cq_res, cq_name) if cq_name else None
@@ -265,37 +266,28 @@ def pod_selector(spec: ExperimentSpec) -> dict[str, str]:
     return {r.key: r.values[0] for r in gpu_pod_requirements(spec) if len(r.values) == 1}
 
 
-def gpu_node_summary(spec: ExperimentSpec, node: NodeView | dict) -> str:
+def _scheme_keys(spec: ExperimentSpec) -> list[str]:
+    res = spec.resources
+    keys = [k if k != G.GFD_PRODUCT_LABEL else res.gpu_product_label for k in G.keys(res.gpu_label_scheme)]
+    return keys + [k for k in spec.scheduling.node_selector if k not in keys]
+
+
+def gpu_node_summary(spec: ExperimentSpec, node: NodeView) -> str:
     """`name (label=value, ..., N nvidia.com/gpu)`: a GPU node by the labels the config's scheme reads."""
     res = spec.resources
-    name, labels = (node.name, node.labels) if isinstance(node, NodeView) else (
-        (node.get("metadata") or {}).get("name", "?"), (node.get("metadata") or {}).get("labels") or {})
-    keys = [k if k != G.GFD_PRODUCT_LABEL else res.gpu_product_label for k in G.keys(res.gpu_label_scheme)]
-    keys += [k for k in spec.scheduling.node_selector if k not in keys]
-    shown = [f"{k}={labels[k]}" for k in keys if k in labels] or [f"{keys[0]}=<unset>"]
-    gpus = (node.allocatable.get(res.gpu_resource) if isinstance(node, NodeView)
-            else quantity(((node.get("status") or {}).get("allocatable") or {}).get(res.gpu_resource)))
-    return f"{name} ({', '.join(shown)}, {show_quantity(res.gpu_resource, gpus or Decimal(0))} {res.gpu_resource})"
+    shown = [f"{k}={node.labels[k]}" for k in _scheme_keys(spec) if k in node.labels] or \
+        [f"{_scheme_keys(spec)[0]}=<unset>"]
+    gpus = node.allocatable.get(res.gpu_resource) or Decimal(0)
+    return f"{node.name} ({', '.join(shown)}, {show_quantity(res.gpu_resource, gpus)} {res.gpu_resource})"
 
 
 def unmatched_gpu_nodes(spec: ExperimentSpec, nodes: list[dict]) -> str | None:
     """When no node has the labels the GPU pods require: `no node matches SEL; nodes with GPU: n1 (...)`.
 
-    None when some node matches (or the pods need no GPU label). What `submit` warns and `status` shows
-    for a Pending run; `doctor`'s gpu-nodes check says the same with a fix.
+    None when some node matches (or the pods need no node label). What `submit` warns; `doctor`'s
+    gpu-nodes check says the same with a fix, `status` the same from a Pending pod's own spec.
     """
-    reqs = gpu_pod_requirements(spec)
-    if not reqs or any(G.matches((n.get("metadata") or {}).get("labels") or {}, reqs) for n in nodes):
-        return None
-    res = spec.resources
-    gpu_nodes = [n for n in nodes if quantity(((n.get("status") or {}).get("allocatable") or {})
-                                              .get(res.gpu_resource)) > 0]
-    text = f"no node matches {G.describe(reqs)}"
-    if not gpu_nodes:
-        return text + f"; no node has {res.gpu_resource} allocatable"
-    more = f" and {len(gpu_nodes) - 8} more" if len(gpu_nodes) > 8 else ""
-    return text + f"; nodes with {res.gpu_resource}: " + ", ".join(
-        gpu_node_summary(spec, n) for n in gpu_nodes[:8]) + more
+    return G.unmatched(gpu_pod_requirements(spec), nodes, spec.resources.gpu_resource, _scheme_keys(spec))
 
 
 def pod_needs(spec: ExperimentSpec) -> dict[str, Decimal]:

@@ -169,3 +169,69 @@ def markdown_table() -> str:
                 else f"`{r.key}` in " + ", ".join(f"`{v}`" for v in r.values) + " (nodeAffinity)" for r in reqs))
         rows.append(f"| `{t}` | " + " | ".join(cells) + " |")
     return "\n".join(rows)
+
+
+# --------------------------------------------------------------------------------------------------
+# Why no node fits: the pre-flight's and status's message, from requirements or from a live pod.
+
+
+def _gpus(node: dict, gpu_resource: str) -> str:
+    return str(((node.get("status") or {}).get("allocatable") or {}).get(gpu_resource) or "0")
+
+
+def _has_gpu(node: dict, gpu_resource: str) -> bool:
+    try:
+        return float(_gpus(node, gpu_resource).rstrip("k")) > 0
+    except ValueError:
+        return False
+
+
+def node_summary(node: dict, show_keys: list[str], gpu_resource: str) -> str:
+    """`n1 (key=value, ..., 8 nvidia.com/gpu)`: a GPU node by the labels that matter here."""
+    md = node.get("metadata") or {}
+    labels = md.get("labels") or {}
+    shown = [f"{k}={labels[k]}" for k in show_keys if k in labels] or ([f"{show_keys[0]}=<unset>"] if show_keys else [])
+    return f"{md.get('name', '?')} ({', '.join([*shown, f'{_gpus(node, gpu_resource)} {gpu_resource}'])})"
+
+
+def unmatched(reqs, nodes: list[dict], gpu_resource: str, show_keys: list[str] | None = None) -> str | None:
+    """`no node matches SEL; nodes with GPU: n1 (...)`, or None when a node has every required label."""
+    reqs = tuple(reqs)
+    if not reqs or any(matches((n.get("metadata") or {}).get("labels") or {}, reqs) for n in nodes):
+        return None
+    keys_shown = show_keys if show_keys is not None else list(dict.fromkeys(r.key for r in reqs))
+    gpu_nodes = [n for n in nodes if _has_gpu(n, gpu_resource)]
+    text = f"no node matches {describe(reqs)}"
+    if not gpu_nodes:
+        return text + f"; no node has {gpu_resource} allocatable"
+    more = f" and {len(gpu_nodes) - 8} more" if len(gpu_nodes) > 8 else ""
+    return text + f"; nodes with {gpu_resource}: " + ", ".join(
+        node_summary(n, keys_shown, gpu_resource) for n in gpu_nodes[:8]) + more
+
+
+def pod_requirements(pod: dict) -> tuple[Requirement, ...]:
+    """A live pod's nodeSelector and its required nodeAffinity `In` expressions (one term), as requirements."""
+    spec = pod.get("spec") or {}
+    reqs = [Requirement(k, (v,)) for k, v in (spec.get("nodeSelector") or {}).items()]
+    terms = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+             .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+    if len(terms) == 1:  # several terms are ORed: not one requirement list
+        reqs += [Requirement(e["key"], tuple(e.get("values") or ())) for e in terms[0].get("matchExpressions") or []
+                 if e.get("operator") == "In" and e.get("key")]
+    return tuple(reqs)
+
+
+def pod_gpu_resource(pod: dict, default: str = "nvidia.com/gpu") -> str | None:
+    """The GPU-like extended resource a pod's containers ask for (None: a pod without one)."""
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        for name in ((c.get("resources") or {}).get("limits") or {}):
+            if name == default or name.endswith("/gpu"):
+                return name
+    return None
+
+
+def pod_placement_problem(pod: dict, nodes: list[dict]) -> str | None:
+    """For a pod the scheduler cannot place: which of its required labels no node has, and the GPU nodes there are."""
+    gpu = pod_gpu_resource(pod)
+    return unmatched(pod_requirements(pod), nodes, gpu or "nvidia.com/gpu") if gpu else \
+        unmatched(pod_requirements(pod), nodes, "cpu")

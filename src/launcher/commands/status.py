@@ -51,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
               "`launcher logs` shows what a follower saved)")
     else:
         print("pods: none yet")
+    placement = _placement(kube, pods)
     for p in pods:
         st = p.get("status") or {}
         restarts = sum(int(cs.get("restartCount") or 0) for cs in st.get("containerStatuses") or [])
@@ -61,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
         print(line)
         if problem:
             print(f"    ! {problem}")
+        if p["metadata"]["name"] in placement:
+            print(f"    ! {placement[p['metadata']['name']]}")
     shown = _events(kube, ref, pods, args.events)
     if shown:
         print("events:")
@@ -71,6 +74,35 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {when} {e.get('type', ''):<7} {e.get('reason', ''):<18} {obj.get('kind', '')}/{obj.get('name', '')}"
                   f"{count}: {' '.join((e.get('message') or '').split())}")
     return 0
+
+
+def _unschedulable(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Pending" and not (pod.get("spec") or {}).get("nodeName") and any(
+        c.get("type") == "PodScheduled" and c.get("status") == "False" for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def _placement(kube, pods: list[dict]) -> dict[str, str]:
+    """For each pod the scheduler could not place: the node labels it requires that no node has, and
+    the GPU nodes there are with theirs (`no node matches K=V; nodes with nvidia.com/gpu: n1 (K=W, 8 ...)`).
+    Nothing when nodes cannot be listed (no ClusterRole): the scheduler's own reason is still shown."""
+    from launcher.gpu_select import pod_placement_problem
+    from launcher.kube import NODE, ApiError
+
+    stuck = [p for p in pods if _unschedulable(p)]
+    if not stuck:
+        return {}
+    try:
+        nodes = kube.list(NODE)
+    except ApiError as exc:
+        if exc.status != 403:
+            raise
+        return {}
+    out = {}
+    for p in stuck:
+        text = pod_placement_problem(p, nodes)
+        if text:
+            out[p["metadata"]["name"]] = text
+    return out
 
 
 def _events(kube, ref, pods: list[dict], last: int) -> list[dict]:
@@ -91,6 +123,7 @@ def _emit(kube, ref, state, last_events: int, fmt: str) -> int:
     if ref.backend == "rayjob":
         out["ray"] = {k: status.get(k) for k in ("jobDeploymentStatus", "jobStatus", "rayClusterName")}
     pods = J.job_pods(kube, ref)
+    placement = _placement(kube, pods)
     out["pods"] = [{
         "name": p["metadata"]["name"],
         "role": J.short_name(p, ref.name),
@@ -98,6 +131,7 @@ def _emit(kube, ref, state, last_events: int, fmt: str) -> int:
         "restarts": sum(int(cs.get("restartCount") or 0) for cs in (p.get("status") or {}).get("containerStatuses") or []),
         "node": (p.get("status") or {}).get("nodeName"),
         "problem": J.pod_problem(p),
+        "placement": placement.get(p["metadata"]["name"]),
     } for p in pods]
     out["events"] = [{
         "time": e.get("lastTimestamp") or e.get("eventTime"),

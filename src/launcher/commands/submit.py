@@ -36,6 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "line and a per-step metrics table, else every log line (raw logs: runs/<job>/logs/)")
     parser.add_argument("--logs", action="store_true",
                         help="with --follow (implied): print every raw log line, [pod]-prefixed, even on a terminal")
+    parser.add_argument("--queue", metavar="LOCALQUEUE",
+                        help="submit through this Kueue LocalQueue of the namespace (scheduling.queue): the job is "
+                             "created suspended for Kueue to admit; refused before anything is created if the "
+                             "LocalQueue does not exist")
     parser.add_argument("--new", action="store_true",
                         help="start a run even if the experiment already has one with a different config")
 
@@ -45,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.namespace:
         args.sets = [*args.sets, f"scheduling.namespace={args.namespace}"]
+    if args.queue:
+        args.sets = [*args.sets, f"scheduling.queue={args.queue}"]
     spec = load_from_args(args)  # BadInput (exit 2) before any client exists
     from launcher.render import render, to_yaml
 
@@ -159,7 +165,8 @@ def preflight(kube, spec) -> None:
     """Checks before anything is created: CRD, namespace, GPU nodes (warning), Kueue LocalQueue."""
     from launcher.commands._cluster import err
     from launcher.errors import ClusterError
-    from launcher.kube import JOB_RESOURCES, LOCALQUEUE, NAMESPACE, NODE, ApiError
+    from launcher.kube import JOB_RESOURCES, NAMESPACE, NODE, ApiError
+    from launcher.kube import kueue
 
     if not kube.api_group_has(JOB_RESOURCES[spec.backend]):
         raise ClusterError(CRD_MISSING[spec.backend])
@@ -170,27 +177,44 @@ def preflight(kube, spec) -> None:
     except ApiError as exc:
         if exc.status != 403:  # namespaced users may not read Namespace objects: the create will tell
             raise
+    # The LocalQueue before the nodes: a missing queue is an error, the nodes only a warning.
+    if spec.scheduling.queue:
+        queue = spec.scheduling.queue
+        version = kueue.served_version(kube)
+        if version is None:
+            raise ClusterError(f"Kueue is not installed: no {kueue.GROUP} ({'/'.join(kueue.VERSIONS)}) LocalQueue "
+                               f"(scheduling.queue is {queue})")
+        if kube.get(kueue.localqueue(version), queue, namespace=ns) is None:
+            raise ClusterError(f"Kueue LocalQueue {queue} does not exist in namespace {ns} ({kueue.GROUP}/{version}; "
+                               f"kubectl get localqueues -n {ns}); nothing was created")
     res = spec.resources
+    if res.cpu_only:
+        return  # a CPU-only pod (gpus_per_node 0) needs no GPU node: nothing to check
     try:
-        # A CPU-only pod (gpus_per_node 0) needs no GPU node: nothing to check.
-        nodes = [] if res.cpu_only else kube.list(NODE, selector=f"{res.gpu_product_label}={res.gpu_product}")
+        nodes = kube.list(NODE)
     except ApiError as exc:
         if exc.status != 403:
             raise
-        err(f"warning: cannot list nodes to check for {res.gpu_type} GPUs (forbidden); skipping that check")
-    else:
-        fit = [n for n in nodes
-               if _int((n.get("status") or {}).get("allocatable", {}).get(res.gpu_resource)) >= res.gpus_per_node]
-        if len(fit) < res.nodes and not res.cpu_only:
-            err(f"warning: {len(fit)} node(s) labelled {res.gpu_product_label}={res.gpu_product} with at least "
-                f"{res.gpus_per_node} {res.gpu_resource} allocatable; the run needs {res.nodes}. The pods will stay "
-                "Pending unless an autoscaler adds nodes.")
-    if spec.scheduling.queue:
-        if not kube.api_group_has(LOCALQUEUE):
-            raise ClusterError(f"Kueue is not installed: no kueue.x-k8s.io/v1beta1 LocalQueue "
-                               f"(scheduling.queue is {spec.scheduling.queue})")
-        if kube.get(LOCALQUEUE, spec.scheduling.queue) is None:
-            raise ClusterError(f"Kueue LocalQueue {spec.scheduling.queue} does not exist in namespace {ns}")
+        err(f"warning: cannot list nodes to check for {res.gpu_type or 'GPU'} nodes (forbidden); skipping that check")
+        return
+    from launcher.doctor import unmatched_gpu_nodes
+    from launcher.gpu_select import matches
+    from launcher.render import gpu_pod_requirements
+
+    unmatched = unmatched_gpu_nodes(spec, nodes)
+    if unmatched:
+        err(f"warning: {unmatched}. The pods will stay Pending unless an autoscaler adds such nodes "
+            "(`launcher doctor CONFIG` says what to change)")
+        return
+    reqs = gpu_pod_requirements(spec)
+    fit = [n for n in nodes if matches((n.get("metadata") or {}).get("labels") or {}, reqs)
+           and _int((n.get("status") or {}).get("allocatable", {}).get(res.gpu_resource)) >= res.gpus_per_node]
+    if len(fit) < res.nodes:
+        from launcher.gpu_select import describe
+
+        err(f"warning: {len(fit)} node(s) match {describe(reqs) or '(any node)'} with at least "
+            f"{res.gpus_per_node} {res.gpu_resource} allocatable; the run needs {res.nodes}. The pods will stay "
+            "Pending unless an autoscaler adds nodes.")
 
 
 def _int(v) -> int:

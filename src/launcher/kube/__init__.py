@@ -10,7 +10,6 @@ from launcher.kube.client import (
     CONFIGMAP,
     EVENT,
     JOB_RESOURCES,
-    LOCALQUEUE,
     NAMESPACE,
     NODE,
     POD,
@@ -26,6 +25,6 @@ from launcher.kube.client import (
 )
 
 __all__ = [
-    "BATCH_JOB", "CONFIGMAP", "EVENT", "JOB_RESOURCES", "LOCALQUEUE", "NAMESPACE", "NODE", "POD", "PVC",
+    "BATCH_JOB", "CONFIGMAP", "EVENT", "JOB_RESOURCES", "NAMESPACE", "NODE", "POD", "PVC",
     "PYTORCHJOB", "RAYJOB", "ApiError", "ClusterTimeout", "ClusterUnreachable", "Kube", "Resource", "resource_of",
 ]

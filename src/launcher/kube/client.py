@@ -69,11 +69,10 @@ EVENT = Resource("Event", "", "v1", "events")
 NODE = Resource("Node", "", "v1", "nodes", namespaced=False)
 NAMESPACE = Resource("Namespace", "", "v1", "namespaces", namespaced=False)
 BATCH_JOB = Resource("Job", "batch", "v1", "jobs")
-LOCALQUEUE = Resource("LocalQueue", "kueue.x-k8s.io", "v1beta1", "localqueues")
 
 KINDS: dict[tuple[str, str], Resource] = {
     (r.api_version, r.kind): r for r in (PYTORCHJOB, RAYJOB, CONFIGMAP, PVC, POD, EVENT, NODE, NAMESPACE,
-                                          BATCH_JOB, LOCALQUEUE)
+                                          BATCH_JOB)
 }
 JOB_RESOURCES = {"pytorchjob": PYTORCHJOB, "rayjob": RAYJOB}
 
