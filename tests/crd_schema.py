@@ -128,3 +128,25 @@ def schema_errors(obj: dict) -> list[str]:
         f"{'/'.join(str(p) for p in err.absolute_path) or '<root>'}: {err.message}"
         for err in sorted(validator.iter_errors(obj), key=lambda e: list(map(str, e.absolute_path)))
     ]
+
+
+# Kueue's CRDs, read from its Go module as the operators' are. The local cluster (hack/cluster) does
+# not pin Kueue; the launcher renders no Kueue object itself (only the queue-name label and
+# `suspend`), so these validate the LocalQueue/ClusterQueue/ResourceFlavor objects the tests create.
+KUEUE_MODULE, KUEUE_VERSION = "sigs.k8s.io/kueue", "v0.17.0"
+KUEUE_CRD_DIR = "config/components/crd/bases"
+
+
+def kueue_crd_paths() -> list[Path]:
+    """Every Kueue v0.17.0 CRD file (config/components/crd/bases)."""
+    return sorted((module_dir(KUEUE_MODULE, KUEUE_VERSION) / KUEUE_CRD_DIR).glob("kueue.x-k8s.io_*.yaml"))
+
+
+def kueue_schema_errors(obj: dict) -> list[str]:
+    """Violations of one Kueue object against its v0.17.0 CRD at the object's apiVersion."""
+    group, version = obj["apiVersion"].split("/")
+    plural = {"LocalQueue": "localqueues", "ClusterQueue": "clusterqueues", "ResourceFlavor": "resourceflavors",
+              "Workload": "workloads", "WorkloadPriorityClass": "workloadpriorityclasses"}[obj["kind"]]
+    path = module_dir(KUEUE_MODULE, KUEUE_VERSION) / KUEUE_CRD_DIR / f"{group}_{plural}.yaml"
+    v = _crd_validator(path, version)
+    return [f"{'/'.join(map(str, e.path))}: {e.message}" for e in v.iter_errors(obj)]
