@@ -120,10 +120,19 @@ def test_unschedulable_status_shows_scheduler_message(kube_cluster, namespace, t
 
 
 def test_kueue_not_installed_is_refused_before_creating_anything(kube_cluster, namespace, tmp_path):
+    from launcher.kube import Kube
+    from launcher.kube import kueue
+
+    version = kueue.served_version(Kube(kube_cluster.api_client(), namespace))
     rc, out, err = run_launcher(["submit", CONFIG, "-n", namespace, "--set", "scheduling.queue=gpus"],
                                 kube_cluster, tmp_path / "runs")
     assert rc == 3
-    assert err.strip() == "error: Kueue is not installed: no kueue.x-k8s.io/v1beta1 LocalQueue (scheduling.queue is gpus)"
+    if version is None:
+        assert err.strip() == ("error: Kueue is not installed: no kueue.x-k8s.io (v1beta2/v1beta1) LocalQueue "
+                               "(scheduling.queue is gpus)")
+    else:  # a cluster with Kueue (its CRDs): this fresh namespace has no LocalQueue
+        assert err.strip() == (f"error: Kueue LocalQueue gpus does not exist in namespace {namespace} "
+                               f"(kueue.x-k8s.io/{version}; kubectl get localqueues -n {namespace}); nothing was created")
     assert kube_cluster.kubectl("-n", namespace, "get", "configmaps,pytorchjobs", "-l",
                                 "app.kubernetes.io/part-of=grpo-launcher", "-o", "name").stdout.strip() == ""
 

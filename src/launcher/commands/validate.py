@@ -19,7 +19,8 @@ def run(args: argparse.Namespace) -> int:
 
     spec = load_from_args(args)
     res = spec.resources
-    pods = f"{res.nodes} node(s) × " + ("CPU only" if res.cpu_only else f"{res.gpus_per_node} {res.gpu_type}")
+    gpu = f"{res.gpu_type} ({res.gpu_label_scheme} labels)" if res.gpu_type else "GPU (any type)"
+    pods = f"{res.nodes} node(s) × " + ("CPU only" if res.cpu_only else f"{res.gpus_per_node} {gpu}")
     work = (f"smoke workload, {spec.smoke.steps} steps" if spec.workload == "smoke" else
             f"batch {spec.data.train_batch_size} × n {spec.rollout.n}, {spec.trainer.total_training_steps} steps")
     print(f"ok: {args.config} -> {spec.backend} {spec.job_name} in namespace {spec.scheduling.namespace}: {pods}, {work}")
