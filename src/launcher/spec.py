@@ -19,7 +19,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints, ValidationError
 
 from launcher.gpu_select import TABLE as GPU_TABLE
 
@@ -303,7 +303,7 @@ class SchedulingSpec(_Model):
         "the GPU pods: GPU node pools are usually tainted so (GKE, EKS, GPU operator guides). Unless "
         "scheduling.tolerations already has one for that key; false: only scheduling.tolerations.",
     )
-    affinity: dict[Literal["nodeAffinity", "podAffinity", "podAntiAffinity"], dict[str, Any]] | None = Field(
+    affinity: dict[Literal["nodeAffinity", "podAffinity", "podAntiAffinity"], dict[str, JsonValue]] | None = Field(
         None,
         description="Escape hatch: a Kubernetes pod affinity (camelCase, as in a pod spec) for every pod; each key "
         "given replaces the launcher's own (the GPU nodeAffinity of gpu_label_scheme aks/gke, the multi-node "
