@@ -182,3 +182,22 @@ def test_readme_table_is_the_code_table():
     block = re.search(r"<!-- gpu-table:start -->\n(.*?)\n<!-- gpu-table:end -->", readme, re.S)
     assert block, "README.md lacks the generated GPU table markers"
     assert block.group(1) == G.markdown_table(), "README's GPU table is stale: paste gpu_select.markdown_table()"
+
+
+def test_a_pending_pods_own_placement_is_explained_from_its_spec():
+    pod = {"spec": {"nodeSelector": {"kubernetes.azure.com/accelerator": "nvidia"},
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [
+                            {"key": IT, "operator": "In", "values": ["Standard_NC24ads_A100_v4", "Standard_X"]}]}]}}},
+                    "containers": [{"resources": {"limits": {"nvidia.com/gpu": 2}}}]}}
+    gpu_node = {"metadata": {"name": "n1", "labels": {"kubernetes.azure.com/accelerator": "nvidia",
+                                                      IT: "Standard_ND96isr_H200_v5"}},
+                "status": {"allocatable": {"nvidia.com/gpu": "8"}}}
+    cpu_node = {"metadata": {"name": "c1", "labels": {IT: "Standard_D4s_v5"}}, "status": {"allocatable": {}}}
+    assert G.pod_placement_problem(pod, [gpu_node, cpu_node]) == (
+        f"no node matches kubernetes.azure.com/accelerator=nvidia,{IT} in (Standard_NC24ads_A100_v4|Standard_X); "
+        f"nodes with nvidia.com/gpu: n1 (kubernetes.azure.com/accelerator=nvidia, {IT}=Standard_ND96isr_H200_v5, "
+        "8 nvidia.com/gpu)")
+    gpu_node["metadata"]["labels"][IT] = "Standard_X"
+    assert G.pod_placement_problem(pod, [gpu_node, cpu_node]) is None  # a node has every label: not a label problem
+    assert G.pod_placement_problem(pod, [cpu_node]).endswith("; no node has nvidia.com/gpu allocatable")

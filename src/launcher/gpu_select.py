@@ -28,6 +28,8 @@ Sources (checked 2026-12):
   on GPU node pools; it names no model) and the VM sizes of
   https://learn.microsoft.com/azure/virtual-machines/sizes/overview (GPU accelerated), matched on
   the well-known `node.kubernetes.io/instance-type` label. Azure offers no L40S VM size.
+None of these was read from a live managed cluster; Karpenter's memory values (EC2's MiB figures) and
+GFD's `NVIDIA-H200` in particular are unchecked against a real node.
 """
 
 from __future__ import annotations
