@@ -12,7 +12,7 @@ import pytest
 
 import kueue_support as kq
 import kwok_support as ks
-from launcher_helpers import job_name, run_launcher, submit_args
+from launcher_helpers import job_name, launcher, run_launcher, submit_args
 
 pytestmark = pytest.mark.cluster
 QUEUE = ("scheduling.queue=" + kq.LOCAL_QUEUE,)
@@ -61,6 +61,7 @@ def test_second_experiment_waits_for_quota_then_runs(kube_cluster, queue_ns, tmp
     ks.wait_for(lambda: _status(info, ns, runs, first)["kueue"]["state"] == "Admitted", timeout=60,
                 what=f"{first} admitted")
     second = _submit(info, ns, runs, 4, "5s", f"backend={backend}")
+    follower = launcher(["logs", second, "-n", ns, "--follow"], info, tmp_path / "follow-runs")
 
     # the second is held by Kueue for quota, and every view says so
     def queued_for_quota():
@@ -83,6 +84,10 @@ def test_second_experiment_waits_for_quota_then_runs(kube_cluster, queue_ns, tmp
     admitted = kq.condition(kq.workload(info, ns, _uid(info, ns, kind, second)), "Admitted")
     assert done.get("status") == "True" and admitted.get("status") == "True", (done, admitted)
     assert _when(admitted) >= _when(done), (done, admitted)
+    # `logs --follow`, started while the run was queued, said why it waited and followed it to the end
+    out, err = follower.communicate(timeout=120)
+    assert follower.returncode == 0, out + err
+    assert "queued: Queued" in err and "nvidia.com/gpu" in err, err
     assert _status(info, ns, runs, first)["state"]["phase"] == "Succeeded"
 
 
