@@ -258,3 +258,66 @@ def test_recorded_line_healthy_run_raises_nothing_and_findings_on_edited_values(
     dog.observe(healthy, 0.0)
     assert dog.median_step_s() == pytest.approx(19.3)
     assert dog.tick("Running", 57.8) == [] and [f.kind for f in dog.tick("Running", 58.0)] == ["stall"]
+
+
+# --- the session that wires it to a follower (tests/kube_fakes.FakeKube; the real API in tests/e2e) -----------
+
+def _session(tmp_path, kube, on_stall, clock):
+    from launcher.commands._watchdog import WatchSession
+    from launcher.kube import jobs as J
+    from launcher.runs import RunDir
+
+    kube.put(__import__("kube_fakes").pytorchjob("j-1"))
+    ref = J.JobRef("pytorchjob", "j-1", kube.get(J.JOB_RESOURCES["pytorchjob"], "j-1"))
+    shown = []
+    s = WatchSession(kube, ref, RunDir(tmp_path / "j-1").ensure(), WatchdogConfig(stall_factor=2.0, stall_min_s=0.0),
+                     on_stall=on_stall, emit=shown.append, clock=clock)
+    return s, shown
+
+
+class _Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def _running():
+    from launcher.kube import jobs as J
+
+    return J.JobState("Running", False, False, "")
+
+
+def test_session_writes_each_finding_once_and_deletes_a_stalled_run(tmp_path):
+    import json
+
+    from kube_fakes import FakeKube
+
+    kube, clock = FakeKube(), _Clock()
+    session, shown = _session(tmp_path, kube, "delete", clock)
+    recs = sim_records(steps=4, seed=7, edit=lambda s, m: {**m, "actor/grad_norm": math.inf} if s == 2 else m)
+    session.records(recs)
+    clock.t = 2.0 * session.dog.stall_bound() + 1
+    session.status(_running(), [])
+    session.status(_running(), [])
+    rows = [json.loads(x) for x in (tmp_path / "j-1" / "findings.jsonl").read_text().splitlines()]
+    assert [(r["kind"], r["action"]) for r in rows] == [("nonfinite", None), ("stall", "delete")]
+    assert [f.kind for f in shown] == ["nonfinite", "stall"]
+    assert ("PyTorchJob", "j-1") in kube.deleted and session.deleted_reason.startswith("stalled: no new step")
+    # a later session over the same run directory does not report them again
+    kube2 = FakeKube()
+    again, shown2 = _session(tmp_path, kube2, "report", _Clock())
+    again.records(recs)
+    assert shown2 == [] and kube2.deleted == []
+
+
+def test_session_report_only_keeps_the_run(tmp_path):
+    from kube_fakes import FakeKube
+
+    kube, clock = FakeKube(), _Clock()
+    session, shown = _session(tmp_path, kube, "report", clock)
+    session.records(sim_records(steps=3, seed=8))
+    clock.t = 1e6
+    session.status(_running(), [])
+    assert [f.kind for f in shown] == ["stall"] and kube.deleted == [] and session.deleted_reason is None
