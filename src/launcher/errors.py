@@ -17,7 +17,7 @@ EXIT_BROKEN_PIPE = 141  # stdout's reader went away, e.g. `| head` (128 + SIGPIP
 # code -> meaning, in the order `--help` and the README list them (one source for both)
 EXIT_CODES: dict[int, str] = {
     EXIT_OK: "success",
-    EXIT_RUN_FAILED: "the run failed (submit --follow, wait, logs -f)",
+    EXIT_RUN_FAILED: "the run failed (submit --follow, wait, logs -f, watch), or --on-stall delete deleted it",
     EXIT_BAD_INPUT: "bad input: a config, flag or file is invalid; nothing was sent to a cluster",
     EXIT_CLUSTER: "the cluster is unreachable or refused a request",
     EXIT_TIMEOUT: "wait --timeout ran out before the run finished (it is still running)",

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from launcher import placement
+from launcher import placement, provenance
 from launcher.errors import ClusterError
 from launcher.kube import jobs as J
 from launcher.kube.client import ApiError, Kube
@@ -414,6 +414,11 @@ class LogFollower:
         self.lines = 0
         self.rows = 0
         self._notices: set[str] = set()
+        self._queue_checked = float("-inf")
+        # what ran, for relaunch/diff (launcher.provenance): each container's imageID, verl's start-up config
+        self.images = provenance.ImageRecorder(self.run_dir)
+        self._config_captures: dict[str, provenance.VerlConfigCapture] | None = (
+            None if self.run_dir.verl_config.exists() else {})
         self.output_closed = False  # on_line raised BrokenPipeError: run() stops and re-raises it
         self.refused: ApiError | None = None  # a pod's log was refused (401/403): run() stops and raises it
         self.sink = None
@@ -455,6 +460,7 @@ class LogFollower:
                     # (in this thread the error would only kill one pod's follower, and the run would go on)
                     self.output_closed = True
             self.lines += len(lines)
+            self._capture_config(pf, attempt, lines)
             if self.sink is not None:
                 parser = pf.parsers.setdefault(attempt, LogParser())
                 recs = parser.feed_lines(lines)
@@ -464,6 +470,15 @@ class LogFollower:
             with self.state.lock:
                 self.state.files[fname] = size
             self.state.save()
+
+    def _capture_config(self, pf: PodFollower, attempt: int, lines: list[str]) -> None:
+        if self._config_captures is None:
+            return
+        cap = self._config_captures.setdefault(f"{pf.pod_name}/{attempt}", provenance.VerlConfigCapture())
+        config = cap.feed(lines)
+        if config is not None:
+            provenance.save_verl_config(self.run_dir, config, pf.pod_name)
+            self._config_captures = None  # one per run directory: the first attempt's config is what ran
 
     # main loop -------------------------------------------------------------------------------
 
@@ -495,6 +510,8 @@ class LogFollower:
                     self._notices = {n for n in self._notices if not n.startswith("API server unavailable")}
                     outage_since = None
                 st = J.job_state(self.ref.backend, obj)
+                if st.phase == "Queued":
+                    self._queue_notice(st)
                 self.on_status(st, pods)
                 if (st.finished or self.output_closed or self.refused is not None
                         or (deadline is not None and time.monotonic() > deadline)):
@@ -523,6 +540,22 @@ class LogFollower:
         errors = [pf.error for pf in self.followers.values() if pf.error]
         return FollowResult(st, self.lines, self.rows, errors)
 
+    def _queue_notice(self, st: J.JobState) -> None:
+        """A run held by Kueue: say why it waits (its Workload), looked up at most every 15 s. Waiting is no error:
+        the follow goes on through queueing and through a pre-emption that suspends the job again."""
+        from launcher.kube import kueue as Q
+
+        now = time.monotonic()
+        if now - self._queue_checked < 15:
+            return
+        self._queue_checked = now
+        try:
+            version = Q.served_version(self.kube)
+            wl = Q.workload_for(self.kube, self.ref.obj, version) if version else None
+        except ClusterError:  # (a refused Workload list included): the job's own reason still says it is queued
+            wl = None
+        self.notice("queued: " + (Q.admission(wl).line() if wl else st.reason))
+
     def _pods(self) -> list[dict]:
         pods = J.job_pods(self.kube, self.ref)
         if self.pod_filter:
@@ -533,6 +566,7 @@ class LogFollower:
     def _track(self, pod: dict, finishing: bool) -> None:
         md = pod["metadata"]
         uid = md.get("uid") or md["name"]
+        self.images.record(pod)
         pf = self.followers.get(uid)
         if pf is not None:
             pf.update(pod)

@@ -47,6 +47,23 @@ class RunDir:
         """Per-stream resume positions of the log follower (see `launcher.follow`)."""
         return self.logs / ".follow-state.json"
 
+    # what ran and what the watchdog saw (launcher.provenance, launcher.watchdog)
+    @property
+    def findings(self) -> Path:
+        return self.path / "findings.jsonl"
+
+    @property
+    def provenance(self) -> Path:
+        return self.path / "provenance.json"
+
+    @property
+    def images(self) -> Path:
+        return self.path / "images.json"
+
+    @property
+    def verl_config(self) -> Path:
+        return self.path / "verl_config.json"
+
     def pod_log(self, pod: str) -> Path:
         return self.logs / f"{pod}.log"
 

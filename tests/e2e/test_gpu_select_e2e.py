@@ -194,7 +194,7 @@ def test_kueue_version_is_discovered_and_a_missing_localqueue_refuses_submit(kub
     from launcher.kube import kueue as KQ
 
     kube = Kube(kube_cluster.api_client(), namespace)
-    assert KQ.served_version(kube) == "v1beta2"  # v0.17.0 serves v1beta1 and v1beta2: the newer wins
+    assert KQ.served_version(kube, "localqueues") == "v1beta2"  # v0.17.0 serves v1beta1 and v1beta2: the newer wins
     rc, out, err = run_launcher(["submit", CONFIG, "-n", namespace, "--queue", "no-such-queue"], kube_cluster, tmp_path)
     assert rc == 3, err
     assert (f"error: Kueue LocalQueue no-such-queue does not exist in namespace {namespace} "

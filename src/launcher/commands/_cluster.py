@@ -39,8 +39,8 @@ def spec_total_steps(run_dir) -> int | None:
 
 
 def follow_run(kube, ref, run_dir, *, total_steps=None, container=None, pods=None, follow=True,
-               stream_hook=None, quiet_lines=False):
-    """Follow a run's logs with the progress display; returns the `FollowResult`."""
+               stream_hook=None, quiet_lines=False, watch=None):
+    """Follow a run's logs with the progress display (and `watch`, a `_watchdog.WatchSession`); the `FollowResult`."""
     from launcher.follow import LogFollower
     from launcher.progress import RunProgress, print_line
 
@@ -49,8 +49,21 @@ def follow_run(kube, ref, run_dir, *, total_steps=None, container=None, pods=Non
         follower = LogFollower(
             kube, ref, run_dir, container=container, pods=pods,
             on_line=(lambda p, line: None) if quiet_lines else print_line,
-            on_records=progress.records, on_notice=err, on_status=progress.status, stream_hook=stream_hook)
+            on_records=_with(progress.records, watch and watch.records), on_notice=err,
+            on_status=_with(progress.status, watch and watch.status), stream_hook=stream_hook)
         result = follower.run(follow=follow)
     for e in result.errors:
         err(f"warning: log follower: {e}")
     return result
+
+
+def _with(first, second):
+    """`first`, or a callback calling `first` then `second` (a watchdog's) with the same arguments."""
+    if second is None:
+        return first
+
+    def both(*a):
+        first(*a)
+        second(*a)
+
+    return both

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from launcher.commands._cluster import add_cluster_arguments
+from launcher.commands._watchdog import add_watchdog_arguments
 
 HELP = "show or follow a run's pod logs (saved under runs/<job>/logs, metrics into runs/<job>/metrics.jsonl)"
 DESCRIPTION = (
@@ -22,19 +23,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pod", action="append", default=[], metavar="POD",
                         help="only this pod (full name or short name like master-0; repeatable)")
     parser.add_argument("-c", "--container", help="container to read (default: the training container)")
+    add_watchdog_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from launcher.commands._cluster import connect, err, follow_run
+    from launcher.commands._watchdog import config_from_args, deleted_exit, session_for
     from launcher.kube import jobs as J
     from launcher.runs import RunDir
 
+    if args.follow:
+        config_from_args(args)  # bad watchdog flags: exit 2 before any cluster call
     kube = connect(args)
     ref = J.find_run(kube, args.name)
     run_dir = RunDir.of(ref.name, args.runs_dir).ensure()
     if args.follow:
-        result = follow_run(kube, ref, run_dir, container=args.container, pods=args.pod or None)
+        watch = session_for(args, kube, ref, run_dir)
+        result = follow_run(kube, ref, run_dir, container=args.container, pods=args.pod or None, watch=watch)
         st = result.state
+        deleted = deleted_exit(watch)
+        if deleted is not None:
+            return deleted
         err(f"{ref.name}: {st.phase}" + (f" ({st.reason})" if st.reason else ""))
         if st.finished and not st.succeeded:
             return 1

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from launcher.commands._cluster import add_cluster_arguments
+from launcher.commands._watchdog import add_watchdog_arguments
 from launcher.commands._common import add_config_arguments
 
 HELP = "submit an experiment (same config twice attaches to the existing run)"
@@ -42,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "LocalQueue does not exist")
     parser.add_argument("--new", action="store_true",
                         help="start a run even if the experiment already has one with a different config")
+    add_watchdog_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,6 +54,9 @@ def run(args: argparse.Namespace) -> int:
     if args.queue:
         args.sets = [*args.sets, f"scheduling.queue={args.queue}"]
     spec = load_from_args(args)  # BadInput (exit 2) before any client exists
+    from launcher.commands._watchdog import config_from_args
+
+    config_from_args(args)  # a bad watchdog flag is bad input too
     from launcher.render import render, to_yaml
 
     objects = render(spec)
@@ -61,8 +66,12 @@ def run(args: argparse.Namespace) -> int:
     return _submit(args, spec, objects)
 
 
-def _submit(args, spec, objects) -> int:
+def _submit(args, spec, objects, *, pinned_images=None, relaunched_from=None) -> int:
+    """Create (or attach to) the run and follow it if asked. `pinned_images`/`relaunched_from`: a relaunch's
+    record for provenance.json (the objects already carry the pinned images)."""
+    from launcher import provenance
     from launcher.commands._cluster import connect, err, follow_run
+    from launcher.commands._watchdog import deleted_exit, session_for
     from launcher.config import dump_spec
     from launcher.errors import BadInput
     from launcher.kube import JOB_RESOURCES
@@ -98,6 +107,7 @@ def _submit(args, spec, objects) -> int:
     if not attached:
         run_dir.write_text(run_dir.spec, dump_spec(spec))
         run_dir.write_text(run_dir.manifests, to_yaml(objects))
+        provenance.write_submitted(run_dir, spec, pinned_images=pinned_images, relaunched_from=relaunched_from)
         job = create_all(kube, objects, on_notice=err)
         print(f"submitted {res.kind} {name} in namespace {kube.namespace} (run dir: {run_dir.path})", flush=True)
     else:
@@ -105,17 +115,20 @@ def _submit(args, spec, objects) -> int:
         if not run_dir.spec.exists():
             run_dir.write_text(run_dir.spec, dump_spec(spec))
             run_dir.write_text(run_dir.manifests, to_yaml(objects))
+            provenance.write_submitted(run_dir, spec)
         print(f"attached to {res.kind} {name} in namespace {kube.namespace} (run dir: {run_dir.path})", flush=True)
     if not (args.follow or args.logs):
         return 0
     ref = J.JobRef(spec.backend, name, job)
+    watch = session_for(args, kube, ref, run_dir)
     if display_mode(args.logs, sys.stdout) == "table":
-        result = follow_table(kube, ref, run_dir, total_steps=spec.trainer.total_training_steps)
+        result = follow_table(kube, ref, run_dir, total_steps=spec.trainer.total_training_steps, watch=watch)
         if result.state.finished and not result.state.succeeded:
             show_saved_tail(run_dir, ref.name)  # the lines were not on screen: show how it ended
     else:
-        result = follow_run(kube, ref, run_dir, total_steps=spec.trainer.total_training_steps)
-    return _exit_for(result.state, err)
+        result = follow_run(kube, ref, run_dir, total_steps=spec.trainer.total_training_steps, watch=watch)
+    deleted = deleted_exit(watch)
+    return deleted if deleted is not None else _exit_for(result.state, err)
 
 
 def display_mode(logs: bool, stdout) -> str:
@@ -124,18 +137,18 @@ def display_mode(logs: bool, stdout) -> str:
     return "table" if not logs and isatty is not None and isatty() else "lines"
 
 
-def follow_table(kube, ref, run_dir, *, total_steps=None, console=None, **follower_kw):
+def follow_table(kube, ref, run_dir, *, total_steps=None, console=None, watch=None, **follower_kw):
     """Follow the run showing the step table and progress line on stdout; raw lines go only to the run dir."""
     from rich.console import Console
 
-    from launcher.commands._cluster import err
+    from launcher.commands._cluster import _with, err
     from launcher.follow import LogFollower
     from launcher.progress import RunProgress
 
     progress = RunProgress(ref.name, total_steps, console=console or Console(), table_rows=TABLE_ROWS)
     with progress:
-        follower = LogFollower(kube, ref, run_dir, on_line=None, on_records=progress.records, on_notice=err,
-                               on_status=progress.status, **follower_kw)
+        follower = LogFollower(kube, ref, run_dir, on_line=None, on_records=_with(progress.records, watch and watch.records),
+                               on_notice=err, on_status=_with(progress.status, watch and watch.status), **follower_kw)
         result = follower.run(follow=True)
     for e in result.errors:
         err(f"warning: log follower: {e}")
@@ -180,7 +193,7 @@ def preflight(kube, spec) -> None:
     # The LocalQueue before the nodes: a missing queue is an error, the nodes only a warning.
     if spec.scheduling.queue:
         queue = spec.scheduling.queue
-        version = kueue.served_version(kube)
+        version = kueue.served_version(kube, "localqueues")
         if version is None:
             raise ClusterError(f"Kueue is not installed: no {kueue.GROUP} ({'/'.join(kueue.VERSIONS)}) LocalQueue "
                                f"(scheduling.queue is {queue})")
