@@ -755,9 +755,9 @@ def _tracking_problems(spec: ExperimentSpec) -> list[Problem]:
     tr, loggers = spec.tracking, spec.loggers
     if "wandb" in loggers:
         if spec.wandb_api_key is None:
-            problems.append(Problem("tracking.wandb.api_key",
-                                    "a Secret reference when W&B logging is on (tracking.wandb.enabled or "
-                                    "trainer.logger includes wandb; secrets.wandb_api_key also works)", None))
+            field = "tracking.wandb.api_key" if tr.wandb.enabled else "secrets.wandb_api_key"
+            problems.append(Problem(field, "a Secret reference when W&B logging is on (tracking.wandb.enabled "
+                                    "or trainer.logger includes wandb)", None))
     if tr.wandb.api_key is not None and spec.secrets.wandb_api_key is not None:
         problems.append(Problem("tracking.wandb.api_key",
                                 "one W&B key reference: either tracking.wandb.api_key or secrets.wandb_api_key",
