@@ -19,6 +19,7 @@ VERBS: dict[str, str] = {
     "metrics": "metrics",
     "report": "report",
     "compare": "compare",
+    "export": "export",
     "eval": "eval",
     "rbac": "rbac",
     "schema": "schema",

@@ -39,18 +39,40 @@ def spec_total_steps(run_dir) -> int | None:
 
 
 def follow_run(kube, ref, run_dir, *, total_steps=None, container=None, pods=None, follow=True,
-               stream_hook=None, quiet_lines=False):
-    """Follow a run's logs with the progress display; returns the `FollowResult`."""
+               stream_hook=None, quiet_lines=False, export=None):
+    """Follow a run's logs with the progress display; returns the `FollowResult`.
+
+    `export` (a `launcher.export.live.LiveExport`) receives the new steps as they arrive and sends
+    the rest when the follow ends.
+    """
+    from launcher.export.live import chain
     from launcher.follow import LogFollower
     from launcher.progress import RunProgress, print_line
 
     progress = RunProgress(ref.name, total_steps or spec_total_steps(run_dir))
-    with progress:
-        follower = LogFollower(
-            kube, ref, run_dir, container=container, pods=pods,
-            on_line=(lambda p, line: None) if quiet_lines else print_line,
-            on_records=progress.records, on_notice=err, on_status=progress.status, stream_hook=stream_hook)
-        result = follower.run(follow=follow)
+    try:
+        with progress:
+            follower = LogFollower(
+                kube, ref, run_dir, container=container, pods=pods,
+                on_line=(lambda p, line: None) if quiet_lines else print_line,
+                on_records=chain(progress.records, export.on_records if export else None), on_notice=err,
+                on_status=progress.status, stream_hook=stream_hook)
+            result = follower.run(follow=follow)
+    finally:
+        if export is not None:
+            export.finish()
     for e in result.errors:
         err(f"warning: log follower: {e}")
     return result
+
+
+def live_export(args, run_dir):
+    """The `LiveExport` for `--mlflow`/`--tensorboard`, or None when neither was given."""
+    from launcher.export.targets import wants_export
+
+    if not wants_export(args):
+        return None
+    from launcher.export.live import LiveExport
+
+    return LiveExport(run_dir.path, mlflow=args.mlflow, mlflow_experiment=args.mlflow_experiment,
+                      tensorboard=args.tensorboard, on_notice=err)

@@ -22,18 +22,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pod", action="append", default=[], metavar="POD",
                         help="only this pod (full name or short name like master-0; repeatable)")
     parser.add_argument("-c", "--container", help="container to read (default: the training container)")
+    from launcher.export.targets import add_export_arguments
+
+    add_export_arguments(parser, live=True)
 
 
 def run(args: argparse.Namespace) -> int:
-    from launcher.commands._cluster import connect, err, follow_run
+    from launcher.commands._cluster import connect, err, follow_run, live_export
+    from launcher.errors import BadInput
+    from launcher.export.targets import check_export_arguments, wants_export
     from launcher.kube import jobs as J
     from launcher.runs import RunDir
 
+    check_export_arguments(args)  # bad flags: exit 2 before any cluster call
+    if wants_export(args) and not args.follow:
+        raise BadInput("--mlflow/--tensorboard: expected --follow with them (or use `launcher export RUN_DIR`)")
     kube = connect(args)
     ref = J.find_run(kube, args.name)
     run_dir = RunDir.of(ref.name, args.runs_dir).ensure()
     if args.follow:
-        result = follow_run(kube, ref, run_dir, container=args.container, pods=args.pod or None)
+        result = follow_run(kube, ref, run_dir, container=args.container, pods=args.pod or None,
+                            export=live_export(args, run_dir))
         st = result.state
         err(f"{ref.name}: {st.phase}" + (f" ({st.reason})" if st.reason else ""))
         if st.finished and not st.succeeded:

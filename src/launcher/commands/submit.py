@@ -38,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --follow (implied): print every raw log line, [pod]-prefixed, even on a terminal")
     parser.add_argument("--new", action="store_true",
                         help="start a run even if the experiment already has one with a different config")
+    from launcher.export.targets import add_export_arguments
+
+    add_export_arguments(parser, live=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,7 +48,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.namespace:
         args.sets = [*args.sets, f"scheduling.namespace={args.namespace}"]
+    from launcher.errors import BadInput
+    from launcher.export.targets import check_export_arguments, wants_export
+
     spec = load_from_args(args)  # BadInput (exit 2) before any client exists
+    check_export_arguments(args)
+    if wants_export(args) and not (args.follow or args.logs):
+        raise BadInput("--mlflow/--tensorboard: expected --follow with them (or use `launcher export RUN_DIR` later)")
     from launcher.render import render, to_yaml
 
     objects = render(spec)
@@ -56,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _submit(args, spec, objects) -> int:
-    from launcher.commands._cluster import connect, err, follow_run
+    from launcher.commands._cluster import connect, err, follow_run, live_export
     from launcher.config import dump_spec
     from launcher.errors import BadInput
     from launcher.kube import JOB_RESOURCES
@@ -103,12 +112,13 @@ def _submit(args, spec, objects) -> int:
     if not (args.follow or args.logs):
         return 0
     ref = J.JobRef(spec.backend, name, job)
+    export = live_export(args, run_dir)
     if display_mode(args.logs, sys.stdout) == "table":
-        result = follow_table(kube, ref, run_dir, total_steps=spec.trainer.total_training_steps)
+        result = follow_table(kube, ref, run_dir, total_steps=spec.trainer.total_training_steps, export=export)
         if result.state.finished and not result.state.succeeded:
             show_saved_tail(run_dir, ref.name)  # the lines were not on screen: show how it ended
     else:
-        result = follow_run(kube, ref, run_dir, total_steps=spec.trainer.total_training_steps)
+        result = follow_run(kube, ref, run_dir, total_steps=spec.trainer.total_training_steps, export=export)
     return _exit_for(result.state, err)
 
 
@@ -118,19 +128,25 @@ def display_mode(logs: bool, stdout) -> str:
     return "table" if not logs and isatty is not None and isatty() else "lines"
 
 
-def follow_table(kube, ref, run_dir, *, total_steps=None, console=None, **follower_kw):
+def follow_table(kube, ref, run_dir, *, total_steps=None, console=None, export=None, **follower_kw):
     """Follow the run showing the step table and progress line on stdout; raw lines go only to the run dir."""
     from rich.console import Console
 
     from launcher.commands._cluster import err
+    from launcher.export.live import chain
     from launcher.follow import LogFollower
     from launcher.progress import RunProgress
 
     progress = RunProgress(ref.name, total_steps, console=console or Console(), table_rows=TABLE_ROWS)
-    with progress:
-        follower = LogFollower(kube, ref, run_dir, on_line=None, on_records=progress.records, on_notice=err,
-                               on_status=progress.status, **follower_kw)
-        result = follower.run(follow=True)
+    try:
+        with progress:
+            follower = LogFollower(kube, ref, run_dir, on_line=None,
+                                   on_records=chain(progress.records, export.on_records if export else None),
+                                   on_notice=err, on_status=progress.status, **follower_kw)
+            result = follower.run(follow=True)
+    finally:
+        if export is not None:
+            export.finish()
     for e in result.errors:
         err(f"warning: log follower: {e}")
     return result
