@@ -125,3 +125,25 @@ def test_verls_tracking_logs_to_the_mlflow_server_with_the_entrypoints_environme
     acc = ea.EventAccumulator(f"{spec.checkpoint_path}/tensorboard", size_guidance={ea.SCALARS: 0})
     acc.Reload()
     assert sorted((e.step, e.value) for e in acc.Scalars("critic/score/mean")) == [(1, 0.25), (2, 0.5)]
+
+
+def test_smoke_workload_logs_through_verls_tracking(tmp_path, monkeypatch):
+    """The smoke driver's tracker (entrypoint/smoke.open_tracker) is verl's Tracking; its steps land in TensorBoard."""
+    from tensorboard.backend.event_processing import event_accumulator as ea
+
+    from launcher.entrypoint import smoke as SMOKE
+
+    spec = load_spec(ROOT / "configs" / "smoke-cpu.yaml", ["tracking.tensorboard.enabled=true"])
+    monkeypatch.setenv("TENSORBOARD_DIR", str(tmp_path / "tb"))
+    report = SMOKE.Report()
+    tracker = SMOKE.open_tracker(spec, report)
+    assert tracker is not None and "tensorboard" in tracker.logger and not report.failed()
+    SMOKE._steps(spec, report, None, ray_part=None, world=1, print_metrics=True, tracker=tracker)
+    checks = {c.name: c for c in report.checks}
+    assert checks["tracking"].ok and "3 step(s) logged through verl's Tracking (tensorboard)" in checks["tracking"].line()
+    acc = ea.EventAccumulator(str(tmp_path / "tb"), size_guidance={ea.SCALARS: 0})
+    acc.Reload()
+    assert [e.step for e in acc.Scalars("timing_s/step")] == [1, 2, 3]
+    assert [e.value for e in acc.Scalars("smoke/world_size")] == [1.0, 1.0, 1.0]
+    # no tracker configured: nothing opened
+    assert SMOKE.open_tracker(load_spec(ROOT / "configs" / "smoke-cpu.yaml"), SMOKE.Report()) is None
