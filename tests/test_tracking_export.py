@@ -202,3 +202,16 @@ def test_pod_side_run_choice_resumes_the_same_mlflow_run(mlflow_uri, tmp_path):
     run = client.get_run(first.run_id)
     assert run.info.run_name == fresh.name and run.data.tags["grpo.launcher.io/job"] == fresh.job_name
     assert client.get_experiment(run.info.experiment_id).name == experiment
+
+
+def test_an_unreachable_mlflow_server_is_exit_3_and_a_missing_run_dir_exit_2(tmp_path, capsys, monkeypatch):
+    from mlflow_server import free_port
+
+    run_dir = simulated_run(tmp_path)
+    capsys.readouterr()
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
+    assert main(["export", str(run_dir), "--mlflow", f"http://127.0.0.1:{free_port()}"]) == 3
+    assert "MLflow at http://127.0.0.1:" in capsys.readouterr().err
+    assert main(["export", str(tmp_path / "nope"), "--tensorboard", str(tmp_path / "tb")]) == 2
+    assert "does not exist" in capsys.readouterr().err and not (tmp_path / "tb").exists()
