@@ -140,10 +140,44 @@ HELM_TEST_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
+# --------------------------------------------------------------------------------------------------
+# The chart-only `tensorboard_server` section: a TensorBoard Deployment + Service reading the run's
+# volume (templates/tensorboard.yaml). Not an experiment field: it serves what the pods wrote.
+
+TENSORBOARD_KEY = "tensorboard_server"
+TENSORBOARD_VALUES: dict[str, Any] = {"enabled": False, "image": None, "port": 6006, "cpu": "500m", "memory": "1Gi"}
+TENSORBOARD_DOCS = {
+    "tensorboard_server": "A TensorBoard Deployment and Service reading the run's event files on its volume "
+                          "(needs storage.claim_name and tracking.tensorboard.enabled); not part of the experiment spec.",
+    "tensorboard_server.enabled": "Render the Deployment <release>-tensorboard and its ClusterIP Service "
+                                  "(NOTES.txt says how to port-forward to it).",
+    "tensorboard_server.image": "Image with the tensorboard package (null: `image`, the training image, which has it).",
+    "tensorboard_server.port": "Port TensorBoard listens on and the Service exposes.",
+    "tensorboard_server.cpu": "CPU request and limit of the TensorBoard pod.",
+    "tensorboard_server.memory": "Memory request and limit of the TensorBoard pod.",
+}
+TENSORBOARD_SCHEMA: dict[str, Any] = {
+    "description": TENSORBOARD_DOCS["tensorboard_server"],
+    "type": "object",
+    "properties": {
+        "enabled": {"description": TENSORBOARD_DOCS["tensorboard_server.enabled"], "type": "boolean"},
+        "image": {"description": TENSORBOARD_DOCS["tensorboard_server.image"],
+                  "anyOf": [{"type": "string", "minLength": 1}, {"type": "null"}]},
+        "port": {"description": TENSORBOARD_DOCS["tensorboard_server.port"], "type": "integer",
+                 "minimum": 1024, "maximum": 65535},
+        "cpu": {"description": TENSORBOARD_DOCS["tensorboard_server.cpu"], "type": "string",
+                "pattern": S.QUANTITY_RE},
+        "memory": {"description": TENSORBOARD_DOCS["tensorboard_server.memory"], "type": "string",
+                   "pattern": S.QUANTITY_RE},
+    },
+    "additionalProperties": False,
+}
+
 # Chart-only sections, in values.yaml order: key -> (values, docs, schema).
 CHART_SECTIONS = {
     EVAL_KEY: (EVAL_VALUES, EVAL_DOCS, EVAL_SCHEMA),
     HELM_TEST_KEY: (HELM_TEST_VALUES, HELM_TEST_DOCS, HELM_TEST_SCHEMA),
+    TENSORBOARD_KEY: (TENSORBOARD_VALUES, TENSORBOARD_DOCS, TENSORBOARD_SCHEMA),
 }
 
 # A parent chart's `global:` values, which Helm copies into every subchart's values; the root schema
@@ -434,6 +468,9 @@ def constants() -> dict:
         "entrypoint": R.ENTRYPOINT,
         "podCommand": R.POD_COMMAND,
         "entrypointShell": " ".join(R.ENTRYPOINT),
+        # env: may not override these (spec.RESERVED_ENV, spec.RESERVED_ENV_PREFIX)
+        "reservedEnv": sorted(S.RESERVED_ENV),
+        "reservedEnvPrefix": S.RESERVED_ENV_PREFIX,
     }
 
 

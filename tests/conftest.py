@@ -113,3 +113,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         own = declared_marks(path)  # pytest already applied the module's own pytestmark
         for name in sorted(inherited_marks(path) - own):
             item.add_marker(getattr(pytest.mark, name))
+
+
+@pytest.fixture(scope="session")
+def mlflow_uri(tmp_path_factory):
+    """A real MLflow tracking server (tests/mlflow_server.py) on loopback, shared by the session's tests."""
+    from mlflow_server import mlflow_server
+
+    with mlflow_server(tmp_path_factory.mktemp("mlflow-server")) as uri:
+        yield uri

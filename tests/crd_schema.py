@@ -107,9 +107,13 @@ def validators() -> dict[tuple[str, str], jsonschema.Validator]:
     }
     core = json.loads((k8s / "api/openapi-spec/v3/api__v1_openapi.json").read_text())
     strict_core = _strict(core)
-    for kind in ("ConfigMap", "PersistentVolumeClaim", "ServiceAccount", "Secret"):
+    for kind in ("ConfigMap", "PersistentVolumeClaim", "ServiceAccount", "Secret", "Service"):
         schema = {"$ref": f"#/components/schemas/io.k8s.api.core.v1.{kind}", "components": strict_core["components"]}
         out[("v1", kind)] = jsonschema.Draft7Validator(schema)
+    apps = json.loads((k8s / "api/openapi-spec/v3/apis__apps__v1_openapi.json").read_text())
+    strict_apps = _strict(apps)
+    schema = {"$ref": "#/components/schemas/io.k8s.api.apps.v1.Deployment", "components": strict_apps["components"]}
+    out[("apps/v1", "Deployment")] = jsonschema.Draft7Validator(schema)  # the chart's optional TensorBoard
     rbac = json.loads((k8s / "api/openapi-spec/v3/apis__rbac.authorization.k8s.io__v1_openapi.json").read_text())
     strict_rbac = _strict(rbac)
     for kind in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"):

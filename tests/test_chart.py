@@ -39,6 +39,10 @@ MATRIX = {
     "ttl-deadline": ["--set", "run_policy.ttl_seconds_after_finished=3600", "--set", "run_policy.active_deadline_seconds=86400"],
     "secrets-ib": ["--set", "secrets.hf_token.name=hf", "--set", "secrets.hf_token.key=token", "--set", "network.nccl_ib=true",
                    "--set", "secrets.image_pull_secrets[0]=regcred"],
+    "tracking-tensorboard": ["--set", "tracking.mlflow.enabled=true", "--set",
+                             "tracking.mlflow.tracking_uri=http://mlflow.team-a.svc:5000",
+                             "--set", "tracking.tensorboard.enabled=true", "--set", "storage.claim_name=grpo-data",
+                             "--set", "tensorboard_server.enabled=true", "--set", "secrets.image_pull_secrets[0]=regcred"],
 }
 
 
@@ -102,6 +106,21 @@ def test_template_matrix_validates_against_real_schemas(case):
     if case == "ttl-deadline":
         assert job["spec"]["runPolicy"]["ttlSecondsAfterFinished"] == 3600
         assert job["spec"]["runPolicy"]["activeDeadlineSeconds"] == 86400
+    if case == "tracking-tensorboard":
+        env = {e["name"]: e.get("value") for e in _pods(job)[0]["spec"]["containers"][0]["env"]}
+        tb_dir = "/workspace/checkpoints/verl_grpo_gsm8k/grpo-exp3/tensorboard"
+        assert env["MLFLOW_TRACKING_URI"] == "http://mlflow.team-a.svc:5000" and env["TENSORBOARD_DIR"] == tb_dir
+        deploy = next(o for o in objects if o["kind"] == "Deployment")
+        svc = next(o for o in objects if o["kind"] == "Service")
+        pod = deploy["spec"]["template"]
+        assert pod["spec"]["containers"][0]["command"][3:5] == ["--logdir", tb_dir]
+        assert {"name": "workspace", "persistentVolumeClaim": {"claimName": "grpo-data", "readOnly": True}} in pod["spec"]["volumes"]
+        assert pod["spec"]["automountServiceAccountToken"] is False and pod["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
+        assert svc["spec"]["selector"] == deploy["spec"]["selector"]["matchLabels"]
+        # its own instance label: the launcher's selectors (the job's instance) never pick the TensorBoard pod
+        assert pod["metadata"]["labels"]["app.kubernetes.io/instance"] != job["metadata"]["name"]
+    else:
+        assert "Deployment" not in kinds and "Service" not in kinds
     if case == "secrets-ib":
         env = _pods(job)[0]["spec"]["containers"][0]["env"]
         assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}} in env
@@ -180,9 +199,20 @@ def test_schema_refuses_bad_values(args, message):
         (["--set", "workload=smoke", "--set", "resources.gpus_per_node=0", "--set", "resources.nodes=3"],
          "values.data.train_batch_size must make train_batch_size × rollout.n divisible by the GPU count 3 "
          "(resources.nodes 3 × resources.gpus_per_node 0, a CPU pod counts as 1); 8 × 2 = 16, got 8"),
+        (["--set", "trainer.logger={console,mlflow}"], "values.tracking.mlflow.tracking_uri must be a tracking server URI"),
+        (["--set", "env[0].name=MLFLOW_RUN_ID", "--set", "env[0].value=x"],
+         'values.env[0].name must be a variable the launcher does not set itself'),
+        (["--set", "env[0].name=LAUNCHER_ATTEMPT", "--set", "env[0].value=x"],
+         'values.env[0].name must be a variable the launcher does not set itself'),
+        (["--set", "env[0].name=A"], "values.env[0] must have exactly one of value, secret_key_ref, config_map_key_ref, got 0"),
+        (["--set", "tracking.tensorboard.enabled=true", "--set", "tracking.tensorboard.log_dir=/tmp/tb"],
+         "values.tracking.tensorboard.log_dir must be a directory under storage.mount_path (/workspace)"),
+        (["--set", "tensorboard_server.enabled=true"],
+         "values.storage.claim_name must be a claim name when tensorboard_server.enabled is true"),
     ],
     ids=["batch-vs-gpus", "mini-gt-batch", "micro", "log-prob-micro", "tp", "name-length", "gpu-type", "pvc-no-claim",
-         "wandb-no-key", "resume-no-path", "namespace-mismatch", "grpo-needs-gpus", "cpu-pod-counts-as-one"],
+         "wandb-no-key", "resume-no-path", "namespace-mismatch", "grpo-needs-gpus", "cpu-pod-counts-as-one",
+         "mlflow-no-uri", "env-reserved", "env-launcher-prefix", "env-no-source", "tb-dir-off-volume", "tb-server-no-claim"],
 )
 def test_fail_checks_explain_cross_field_rules(args, message):
     err = helm_error(*args)
@@ -365,13 +395,14 @@ def test_values_yaml_mirrors_the_spec_and_documents_every_key():
     # the chart-only sections follow the spec's keys; they are not part of the spec
     assert values.pop("eval") == gen_chart.EVAL_VALUES == {"enabled": False, "baseline": True, "checkpoint": None}
     assert values.pop("helm_test") == gen_chart.HELM_TEST_VALUES
+    assert values.pop("tensorboard_server") == gen_chart.TENSORBOARD_VALUES
     # the spec's keys, except the chart's own defaults: the namespace is the release's unless set
     assert values["scheduling"].pop("namespace") is None
     expected = spec.model_dump(mode="json")
     del expected["scheduling"]["namespace"]
     assert values == expected
     # every key line is preceded by a `# --` line carrying that field's description
-    docs = {**field_docs(), **gen_chart.EVAL_DOCS, **gen_chart.HELM_TEST_DOCS}
+    docs = {**field_docs(), **gen_chart.EVAL_DOCS, **gen_chart.HELM_TEST_DOCS, **gen_chart.TENSORBOARD_DOCS}
     docs["scheduling.namespace"] = gen_chart.CHART_DEFAULTS["scheduling.namespace"][1]
     lines = text.splitlines()
     path: list[str] = []
@@ -412,8 +443,9 @@ def test_schema_is_closed_draft07_without_refs():
     assert res["gpus_per_node"]["minimum"] == 0 and res["gpus_per_node"]["maximum"] == 16
     assert res["cpu"]["pattern"].startswith("^[0-9]")
     assert schema["properties"]["backend"]["enum"] == ["pytorchjob", "rayjob"]
-    assert set(schema["properties"]) == set(ExperimentSpec.model_fields) | {"eval", "helm_test", "global"}
-    assert not {"eval", "helm_test", "global"} & set(schema["required"])
+    chart_only = {"eval", "helm_test", "tensorboard_server", "global"}
+    assert set(schema["properties"]) == set(ExperimentSpec.model_fields) | chart_only
+    assert not chart_only & set(schema["required"])
     # `global` (a parent chart's globals) is the one open object: a subchart gets whatever the parent sets
     assert schema["properties"]["global"] == {"description": gen_chart.GLOBAL_SCHEMA["description"], "type": "object"}
     ev = schema["properties"]["eval"]
@@ -466,6 +498,10 @@ def test_notes_tell_how_to_follow_the_run():
     assert f"python -m launcher logs -f {job} --namespace default" in notes
     assert f"kubectl -n default get rayjob {job}" in notes
     assert f"kubectl -n default logs -f -l app.kubernetes.io/instance={job}" in notes
+    assert "port-forward" not in notes
+    out = helm("install", "grpo-exp3", str(CHART), "--dry-run=client", "--set", "tensorboard_server.enabled=true",
+               "--set", "storage.claim_name=ckpt", "--set", "tracking.tensorboard.enabled=true").stdout
+    assert "kubectl -n default port-forward svc/grpo-exp3-tensorboard 6006:6006" in out[out.index("NOTES:"):]
 
 
 def test_missing_helm_says_run_make_tools(tmp_path, monkeypatch):

@@ -52,6 +52,17 @@ EVERYTHING = {
                 "image_pull_secrets": ["regcred"]},
     "trainer": {"logger": ["console", "wandb"], "save_freq": 5, "max_actor_ckpt_to_keep": 2},
     "security": {"extra_capabilities": ["SYS_PTRACE"]},
+    "tracking": {
+        "mlflow": {"enabled": True, "tracking_uri": "https://mlflow.team-a.svc:5000/prefix", "experiment": "grpo runs",
+                   "run_name": "everything-1", "username": {"name": "mlf", "key": "user"},
+                   "password": {"name": "mlf", "key": "password"}, "token": {"name": "mlf", "key": "token"}},
+        "tensorboard": {"enabled": True, "log_dir": "/workspace/tb/everything"},
+        "wandb": {"enabled": True, "entity": "team-a", "base_url": "https://wandb.example"},
+    },
+    "env": [{"name": "HTTPS_PROXY", "value": "http://proxy:3128"},
+            {"name": "EMPTY", "value": ""},
+            {"name": "EXTRA_TOKEN", "secret_key_ref": {"name": "extra", "key": "t"}},
+            {"name": "NCCL_P2P_LEVEL", "config_map_key_ref": {"name": "nccl", "key": "p2p"}}],
 }
 
 

@@ -27,6 +27,14 @@ sys.path.insert(0, str(ROOT / "docker"))
 from check_lock import read_hashes, read_pins  # noqa: E402
 from packaging.utils import canonicalize_name  # noqa: E402
 
+# The MLflow client for tracking.mlflow (docker/requirements-tracking.in): its own pins (pure-Python wheels) are
+# appended from docker/requirements-tracking.lock and installed --no-deps; its dependencies are resolved here with
+# the launcher's, minus the two whose caps conflict with verl's pins (cachetools < 8, importlib-metadata < 10:
+# requirements-tracking.in says why), so pip takes those at verl-test.txt's/the lock's versions.
+TRACKING_LOCK = "docker/requirements-tracking.lock"
+TRACKING_DEPS = ["anyio", "click", "cloudpickle", "fastapi", "opentelemetry-api", "opentelemetry-proto",
+                 "opentelemetry-sdk", "python-dotenv", "starlette", "uvicorn", "google-auth", "certifi", "urllib3",
+                 "cachetools", "tensorboard"]
 CONSTRAINT = re.compile(r"The user requested \(constraint\) ([A-Za-z0-9._-]+)==")
 
 
@@ -35,7 +43,7 @@ def main() -> int:
     lock = ROOT / "docker/requirements.lock"
     test = read_pins(ROOT / "requirements/verl-test.txt")
     lock_pins, lock_hashes = read_pins(lock), read_hashes(lock)
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"] + TRACKING_DEPS
     dropped: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         vt, lc, report = Path(tmp, "vt.txt"), Path(tmp, "lock.txt"), Path(tmp, "report.json")
@@ -74,6 +82,9 @@ def main() -> int:
     for name in ("verl", "wheel"):
         hashes = " ".join(f"--hash=sha256:{h}" for h in sorted(lock_hashes[name]))
         lines.append(f"{name}=={lock_pins[name]} {hashes}\n")
+    tracking = (ROOT / TRACKING_LOCK).read_text()
+    lines.append(f"# {TRACKING_LOCK} (installed --no-deps; see requirements-tracking.in)\n")
+    lines += [line + "\n" for line in tracking.splitlines() if line and not line.lstrip().startswith("#")]
     out.write_text("".join(lines))
     print(f"pins.py: {len(lines) - 2} pins beyond verl-test.txt; dropped lock constraints: {dropped or 'none'}",
           file=sys.stderr)

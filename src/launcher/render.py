@@ -165,12 +165,52 @@ def _env_vars(spec: ExperimentSpec) -> list[dict]:
     ]
     if spec.model.offline:
         env += [{"name": n, "value": "1"} for n in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")]
+    env += _tracking_env(spec)
     # Secrets reach the pod only as references to existing Secrets, never as values.
-    for var, ref in (("HF_TOKEN", spec.secrets.hf_token), ("WANDB_API_KEY", spec.secrets.wandb_api_key),
-                     ("RAY_AUTH_TOKEN", spec.secrets.ray_auth_token)):
+    mlf = spec.tracking.mlflow
+    for var, ref in (("HF_TOKEN", spec.secrets.hf_token), ("WANDB_API_KEY", spec.wandb_api_key),
+                     ("RAY_AUTH_TOKEN", spec.secrets.ray_auth_token),
+                     ("MLFLOW_TRACKING_USERNAME", mlf.username if mlf.enabled else None),
+                     ("MLFLOW_TRACKING_PASSWORD", mlf.password if mlf.enabled else None),
+                     ("MLFLOW_TRACKING_TOKEN", mlf.token if mlf.enabled else None)):
         if ref is not None:
             env.append({"name": var, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
+    # The user's own variables come last; check_rules refused any name the launcher sets above.
+    env += [user_env_var(v) for v in spec.env]
     return env
+
+
+def _tracking_env(spec: ExperimentSpec) -> list[dict]:
+    """verl's tracker settings (verl/utils/tracking.py reads them from the environment).
+
+    On the pod, not only in the entrypoint: verl's TaskRunner actor, which creates the trackers, may
+    run on any Ray node, whose raylet inherited the pod's environment. The MLflow run id is chosen
+    per attempt by the entrypoint (`entrypoint.tracking`) and reaches the actors through Ray's
+    runtime_env.
+    """
+    tr, loggers, env = spec.tracking, spec.loggers, []
+    if "mlflow" in loggers and tr.mlflow.tracking_uri:
+        env += [{"name": "MLFLOW_TRACKING_URI", "value": tr.mlflow.tracking_uri},
+                {"name": "MLFLOW_EXPERIMENT_NAME", "value": spec.mlflow_experiment}]
+    if "tensorboard" in loggers:
+        env.append({"name": "TENSORBOARD_DIR", "value": spec.tensorboard_dir})
+    if "wandb" in loggers:
+        if tr.wandb.entity:
+            env.append({"name": "WANDB_ENTITY", "value": tr.wandb.entity})
+        if tr.wandb.base_url:
+            env.append({"name": "WANDB_BASE_URL", "value": tr.wandb.base_url})
+    return env
+
+
+def user_env_var(var) -> dict:
+    """One `env:` item as a Kubernetes EnvVar: a value, or a secretKeyRef/configMapKeyRef (never the secret)."""
+    if var.secret_key_ref is not None:
+        ref = var.secret_key_ref
+        return {"name": var.name, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
+    if var.config_map_key_ref is not None:
+        ref = var.config_map_key_ref
+        return {"name": var.name, "valueFrom": {"configMapKeyRef": {"name": ref.name, "key": ref.key}}}
+    return {"name": var.name, "value": var.value}
 
 
 def _security(spec: ExperimentSpec) -> tuple[dict, dict]:

@@ -356,6 +356,94 @@ class SecretsSpec(_Model):
     image_pull_secrets: list[DnsSubdomain] = Field([], description="Secrets for pulling the image.")
 
 
+# Environment variables the launcher (or, for it, the operator) sets in the pods: `env:` may not
+# override them. tests/test_tracking_spec.py proves that every name `render` and the entrypoint set
+# is listed here, so the list cannot fall behind the code.
+RESERVED_ENV: frozenset[str] = frozenset({
+    # render._env_vars
+    "LAUNCHER_SPEC", "PYTHONUNBUFFERED", "HOME", "POD_NAME", "POD_NAMESPACE", "POD_IP", "NCCL_DEBUG",
+    "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME", "HF_HOME", "RAY_COLOR_PREFIX", "RAY_DEDUP_LOGS",
+    "VERL_FILE_LOGGER_PATH", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN",
+    "WANDB_API_KEY", "RAY_AUTH_TOKEN",
+    # tracking (render and entrypoint.tracking): use the tracking section instead
+    "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_RUN_ID", "MLFLOW_TRACKING_USERNAME",
+    "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "TENSORBOARD_DIR", "WANDB_PROJECT", "WANDB_ENTITY",
+    "WANDB_BASE_URL", "WANDB_NAME", "WANDB_RUN_ID", "WANDB_RESUME", "WANDB_DIR",
+    # entrypoint.environment.env_for
+    "RAY_USAGE_STATS_ENABLED", "RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES", "RAY_AUTH_MODE",
+    # set by the operators for the entrypoint (training-operator, KubeRay's `ray job submit`)
+    "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "RAY_ADDRESS",
+})
+# Any LAUNCHER_* name is the launcher's own (LAUNCHER_ATTEMPT, LAUNCHER_CHILD_CMD, ...).
+RESERVED_ENV_PREFIX = "LAUNCHER_"
+
+EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=253)]
+# A tracking server address: http(s), no user:password@ in it (credentials go in Secret references).
+TrackingUri = Annotated[str, StringConstraints(pattern=r"^https?://[^\s/@]+(/[^\s]*)?$", max_length=1024)]
+TrackingName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:/ -]+$", max_length=256)]
+
+
+class ConfigMapRef(_Model):
+    """A key of an existing ConfigMap."""
+
+    name: DnsSubdomain
+    key: Annotated[str, StringConstraints(pattern=r"^[-._a-zA-Z0-9]+$", max_length=253)]
+
+
+class EnvVar(_Model):
+    """One extra environment variable for every pod: exactly one of value, secret_key_ref, config_map_key_ref."""
+
+    name: EnvName = Field(description="Variable name; may not be one the launcher sets (spec.RESERVED_ENV, LAUNCHER_*).")
+    value: Annotated[str, StringConstraints(pattern=rf"^[^{_CONTROL}{_UNPRINTABLE_REST}]*$", max_length=4096)] | None = (
+        Field(None, description="A plain value (never a secret: use secret_key_ref).")
+    )
+    secret_key_ref: SecretRef | None = Field(None, description="The value from a key of an existing Secret.")
+    config_map_key_ref: ConfigMapRef | None = Field(None, description="The value from a key of an existing ConfigMap.")
+
+
+class MlflowTracking(_Model):
+    """verl's mlflow logger, pointed at a tracking server (never verl's default SQLite file under /tmp)."""
+
+    enabled: bool = Field(False, description="Log every step to MLflow from the pod (adds mlflow to trainer.logger).")
+    tracking_uri: TrackingUri | None = Field(
+        None, description="MLFLOW_TRACKING_URI: the tracking server, http(s)://host[:port][/path] (no credentials in it)."
+    )
+    experiment: TrackingName | None = Field(
+        None, description="MLflow experiment (null: trainer.project_name, as verl names it)."
+    )
+    run_name: TrackingName | None = Field(None, description="MLflow run name (null: the experiment's name).")
+    username: SecretRef | None = Field(None, description="MLFLOW_TRACKING_USERNAME from a Secret (basic auth).")
+    password: SecretRef | None = Field(None, description="MLFLOW_TRACKING_PASSWORD from a Secret (basic auth).")
+    token: SecretRef | None = Field(None, description="MLFLOW_TRACKING_TOKEN from a Secret (bearer token).")
+
+
+class TensorBoardTracking(_Model):
+    """verl's tensorboard logger: event files on the run's volume (TENSORBOARD_DIR)."""
+
+    enabled: bool = Field(False, description="Write TensorBoard event files (adds tensorboard to trainer.logger).")
+    log_dir: AbsPath | None = Field(
+        None, description="TENSORBOARD_DIR, under storage.mount_path (null: <checkpoint path>/tensorboard)."
+    )
+
+
+class WandbTracking(_Model):
+    """verl's wandb logger (Weights & Biases). The W&B project is trainer.project_name and the run name the
+    experiment's name: verl passes both to `wandb.init`, which wins over WANDB_PROJECT/WANDB_NAME."""
+
+    enabled: bool = Field(False, description="Log every step to W&B (adds wandb to trainer.logger).")
+    entity: TrackingName | None = Field(None, description="WANDB_ENTITY: team or user (null: the key's default).")
+    base_url: TrackingUri | None = Field(None, description="WANDB_BASE_URL for a self-hosted W&B server.")
+    api_key: SecretRef | None = Field(None, description="WANDB_API_KEY from a Secret (or secrets.wandb_api_key).")
+
+
+class TrackingSpec(_Model):
+    """Experiment trackers the pods log to (MLflow, TensorBoard, W&B); `launcher export` writes the same from runs/."""
+
+    mlflow: MlflowTracking = MlflowTracking()
+    tensorboard: TensorBoardTracking = TensorBoardTracking()
+    wandb: WandbTracking = WandbTracking()
+
+
 class SecuritySpec(_Model):
     """Pod security. Defaults are as strict as a GPU training pod allows; each exception is a field."""
 
@@ -429,6 +517,12 @@ class ExperimentSpec(_Model):
     secrets: SecretsSpec = SecretsSpec()
     security: SecuritySpec = SecuritySpec()
     smoke: SmokeSpec = SmokeSpec()
+    tracking: TrackingSpec = TrackingSpec()
+    env: list[EnvVar] = Field(
+        [], max_length=256,
+        description="Extra environment variables for every pod (plain values or Secret/ConfigMap references); "
+        "names the launcher sets are refused.",
+    )
 
     def config_hash(self) -> str:
         """Short content hash of the whole spec: a changed config is a new run (and job name).
@@ -448,6 +542,36 @@ class ExperimentSpec(_Model):
     def checkpoint_path(self) -> str:
         """Per-experiment checkpoint directory: runs never resume from another experiment's steps."""
         return f"{self.trainer.checkpoint_dir}/{self.trainer.project_name}/{self.name}"
+
+    @property
+    def loggers(self) -> list[str]:
+        """verl's `trainer.logger`: the configured list plus every enabled tracker, in a stable order."""
+        out = list(self.trainer.logger)
+        tr = self.tracking
+        for name, on in (("mlflow", tr.mlflow.enabled), ("tensorboard", tr.tensorboard.enabled),
+                         ("wandb", tr.wandb.enabled)):
+            if on and name not in out:
+                out.append(name)
+        return out
+
+    @property
+    def tensorboard_dir(self) -> str:
+        """TENSORBOARD_DIR in the pods (on the run's volume)."""
+        return self.tracking.tensorboard.log_dir or f"{self.checkpoint_path}/tensorboard"
+
+    @property
+    def mlflow_experiment(self) -> str:
+        """The MLflow experiment: tracking.mlflow.experiment, else verl's choice (the project name)."""
+        return self.tracking.mlflow.experiment or self.trainer.project_name
+
+    @property
+    def mlflow_run_name(self) -> str:
+        """The MLflow run name: tracking.mlflow.run_name, else verl's choice (the experiment's name)."""
+        return self.tracking.mlflow.run_name or self.name
+
+    @property
+    def wandb_api_key(self) -> SecretRef | None:
+        return self.tracking.wandb.api_key or self.secrets.wandb_api_key
 
 
 # --------------------------------------------------------------------------------------------------
@@ -493,14 +617,19 @@ def problems_from_pydantic(exc: ValidationError) -> list[Problem]:
             expected = "a value (required)"
         else:
             expected = _expected_from_pydantic(err)
-        if loc and loc[0] == "secrets" and kind in ("model_type", "dict_type"):
+        secretish = bool(loc) and (loc[0] == "secrets" or any(part in _SECRET_FIELDS for part in loc))
+        if secretish and kind in ("model_type", "dict_type"):
             expected = "a reference to an existing Secret, {name: SECRET, key: KEY} (never the token itself)"
         got = err.get("input")
-        if loc and loc[0] == "secrets" and got is not None:
+        if secretish and got is not None:
             # Someone pasted a token where a Secret reference belongs: say so without echoing it.
             got = _Redacted(f"<redacted {type(got).__name__}>")
         out.append(Problem(field, expected, got))
     return out
+
+
+# Fields holding a Secret reference outside `secrets:`: a value pasted there is never echoed.
+_SECRET_FIELDS = frozenset({"username", "password", "token", "api_key", "secret_key_ref"})
 
 
 class _Redacted(str):
@@ -634,10 +763,8 @@ def check_rules(spec: ExperimentSpec) -> list[Problem]:
         problems.append(
             Problem("trainer.resume_from_path", "a path containing 'global_step_'", spec.trainer.resume_from_path)
         )
-    if "wandb" in spec.trainer.logger and spec.secrets.wandb_api_key is None:
-        problems.append(
-            Problem("secrets.wandb_api_key", "a Secret reference when trainer.logger includes wandb", None)
-        )
+    problems += _tracking_problems(spec)
+    problems += _env_problems(spec)
     if spec.storage.create and not spec.storage.claim_name:
         problems.append(Problem("storage.claim_name", "a claim name when storage.create is true", None))
     if res.nodes > 1 and spec.storage.claim_name and spec.storage.access_mode == "ReadWriteOnce" and spec.storage.create:
@@ -651,13 +778,64 @@ def check_rules(spec: ExperimentSpec) -> list[Problem]:
     return problems
 
 
+def _tracking_problems(spec: ExperimentSpec) -> list[Problem]:
+    """The trackers verl would use must be configured where the pod can keep what they write."""
+    problems: list[Problem] = []
+    tr, loggers = spec.tracking, spec.loggers
+    if "wandb" in loggers:
+        if spec.wandb_api_key is None:
+            field = "tracking.wandb.api_key" if tr.wandb.enabled else "secrets.wandb_api_key"
+            problems.append(Problem(field, "a Secret reference when W&B logging is on (tracking.wandb.enabled "
+                                    "or trainer.logger includes wandb)", None))
+    if tr.wandb.api_key is not None and spec.secrets.wandb_api_key is not None:
+        problems.append(Problem("tracking.wandb.api_key",
+                                "one W&B key reference: either tracking.wandb.api_key or secrets.wandb_api_key",
+                                _Redacted("both are set")))
+    if "mlflow" in loggers and (not tr.mlflow.enabled or tr.mlflow.tracking_uri is None):
+        problems.append(Problem("tracking.mlflow.tracking_uri",
+                                "a tracking server URI with tracking.mlflow.enabled when MLflow logging is on "
+                                "(verl's default, an SQLite file under /tmp in the pod, is lost with the pod)",
+                                tr.mlflow.tracking_uri))
+    if tr.mlflow.password is not None and tr.mlflow.username is None:
+        problems.append(Problem("tracking.mlflow.username", "a Secret reference when tracking.mlflow.password is set",
+                                None))
+    log_dir = tr.tensorboard.log_dir
+    mount = spec.storage.mount_path.rstrip("/")
+    if log_dir is not None and not (log_dir == mount or log_dir.startswith(mount + "/")):
+        problems.append(Problem("tracking.tensorboard.log_dir",
+                                f"a directory under storage.mount_path ({spec.storage.mount_path}), so the event "
+                                "files outlive the pod", log_dir))
+    return problems
+
+
+def _env_problems(spec: ExperimentSpec) -> list[Problem]:
+    """`env:` items: one source each, unique names, none the launcher sets."""
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    for i, var in enumerate(spec.env):
+        where = f"env[{i}]"
+        if var.name in RESERVED_ENV or var.name.startswith(RESERVED_ENV_PREFIX):
+            problems.append(Problem(f"{where}.name",
+                                    "a variable the launcher does not set itself (it owns "
+                                    f"{RESERVED_ENV_PREFIX}* and spec.RESERVED_ENV; tracking URIs, W&B and MLflow "
+                                    "settings go in the tracking section)", var.name))
+        if var.name in seen:
+            problems.append(Problem(f"{where}.name", "a name not already listed in env", var.name))
+        seen.add(var.name)
+        sources = [s for s in ("value", "secret_key_ref", "config_map_key_ref") if getattr(var, s) is not None]
+        if len(sources) != 1:
+            problems.append(Problem(where, "exactly one of value, secret_key_ref, config_map_key_ref",
+                                    ", ".join(sources) or "none"))
+    return problems
+
+
 def field_docs(model: type[BaseModel] = ExperimentSpec, prefix: str = "") -> dict[str, str]:
     """Dotted field path → description, for docs and the chart's `# --` comments."""
     out: dict[str, str] = {}
     for name, info in model.model_fields.items():
         path = f"{prefix}{name}"
         ann = info.annotation
-        if isinstance(ann, type) and issubclass(ann, BaseModel) and ann is not Toleration and ann is not SecretRef:
+        if isinstance(ann, type) and issubclass(ann, BaseModel) and ann not in (Toleration, SecretRef, ConfigMapRef, EnvVar):
             out[path] = info.description or (ann.__doc__ or "").strip().splitlines()[0]
             out.update(field_docs(ann, path + "."))
         else:

@@ -105,7 +105,7 @@ def verl_overrides(
         ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", r.log_prob_micro_batch_size_per_gpu),
         ("actor_rollout_ref.ref.fsdp_config.param_offload", act.param_offload),
         ("trainer.critic_warmup", 0),
-        ("trainer.logger", list(t.logger)),
+        ("trainer.logger", spec.loggers),
         ("trainer.project_name", t.project_name),
         ("trainer.experiment_name", experiment_name or spec.name),
         ("trainer.n_gpus_per_node", res.gpus_per_node),

@@ -154,15 +154,47 @@ Pod template (templates/_pod.j2 with render._pod_parts). Argument: dict with
 {{- $env = append $env (dict "name" . "value" "1") -}}
 {{- end -}}
 {{- end -}}
+{{- /* trackers (render._tracking_env): verl reads these; the loggers are trainer.logger plus every enabled tracker */ -}}
+{{- $tk := $s.tracking -}}
+{{- $mlflowOn := or $tk.mlflow.enabled (has "mlflow" $s.trainer.logger) -}}
+{{- if and $mlflowOn $tk.mlflow.tracking_uri -}}
+{{- $env = concat $env (list
+  (dict "name" "MLFLOW_TRACKING_URI" "value" $tk.mlflow.tracking_uri)
+  (dict "name" "MLFLOW_EXPERIMENT_NAME" "value" ($tk.mlflow.experiment | default $s.trainer.project_name))) -}}
+{{- end -}}
+{{- if or $tk.tensorboard.enabled (has "tensorboard" $s.trainer.logger) -}}
+{{- $env = append $env (dict "name" "TENSORBOARD_DIR" "value" ($tk.tensorboard.log_dir | default (printf "%s/tensorboard" $ckpt))) -}}
+{{- end -}}
+{{- if or $tk.wandb.enabled (has "wandb" $s.trainer.logger) -}}
+{{- with $tk.wandb.entity -}}
+{{- $env = append $env (dict "name" "WANDB_ENTITY" "value" .) -}}
+{{- end -}}
+{{- with $tk.wandb.base_url -}}
+{{- $env = append $env (dict "name" "WANDB_BASE_URL" "value" .) -}}
+{{- end -}}
+{{- end -}}
 {{- /* secrets reach the pod only as references to existing Secrets, never as values */ -}}
-{{- with $s.secrets.hf_token -}}
-{{- $env = append $env (dict "name" "HF_TOKEN" "valueFrom" (dict "secretKeyRef" (dict "name" .name "key" .key))) -}}
+{{- $refs := list (list "HF_TOKEN" $s.secrets.hf_token) (list "WANDB_API_KEY" ($tk.wandb.api_key | default $s.secrets.wandb_api_key))
+  (list "RAY_AUTH_TOKEN" $s.secrets.ray_auth_token) -}}
+{{- if $tk.mlflow.enabled -}}
+{{- $refs = concat $refs (list (list "MLFLOW_TRACKING_USERNAME" $tk.mlflow.username)
+  (list "MLFLOW_TRACKING_PASSWORD" $tk.mlflow.password) (list "MLFLOW_TRACKING_TOKEN" $tk.mlflow.token)) -}}
 {{- end -}}
-{{- with $s.secrets.wandb_api_key -}}
-{{- $env = append $env (dict "name" "WANDB_API_KEY" "valueFrom" (dict "secretKeyRef" (dict "name" .name "key" .key))) -}}
+{{- range $refs -}}
+{{- $ref := index . 1 -}}
+{{- if $ref -}}
+{{- $env = append $env (dict "name" (index . 0) "valueFrom" (dict "secretKeyRef" (dict "name" $ref.name "key" $ref.key))) -}}
 {{- end -}}
-{{- with $s.secrets.ray_auth_token -}}
-{{- $env = append $env (dict "name" "RAY_AUTH_TOKEN" "valueFrom" (dict "secretKeyRef" (dict "name" .name "key" .key))) -}}
+{{- end -}}
+{{- /* the user's env: last; _validate.tpl refused the names the launcher sets (render.user_env_var) */ -}}
+{{- range $s.env -}}
+{{- if .secret_key_ref -}}
+{{- $env = append $env (dict "name" .name "valueFrom" (dict "secretKeyRef" (dict "name" .secret_key_ref.name "key" .secret_key_ref.key))) -}}
+{{- else if .config_map_key_ref -}}
+{{- $env = append $env (dict "name" .name "valueFrom" (dict "configMapKeyRef" (dict "name" .config_map_key_ref.name "key" .config_map_key_ref.key))) -}}
+{{- else -}}
+{{- $env = append $env (dict "name" .name "value" .value) -}}
+{{- end -}}
 {{- end -}}
 {{- /* security contexts (render._security) */ -}}
 {{- $sec := $s.security -}}

@@ -76,8 +76,52 @@ namespace with objects in another confuses `helm list`/`helm uninstall`/`helm te
 {{- if and $tr.resume_from_path (not (contains "global_step_" (toString $tr.resume_from_path))) -}}
 {{- $errs = append $errs (printf "values.trainer.resume_from_path must be a path containing 'global_step_', got %q" $tr.resume_from_path) -}}
 {{- end -}}
-{{- if and (has "wandb" $tr.logger) (not $v.secrets.wandb_api_key) -}}
-{{- $errs = append $errs "values.secrets.wandb_api_key must be a Secret reference when trainer.logger includes wandb, got null" -}}
+{{- /* trackers and env (spec._tracking_problems, spec._env_problems) */ -}}
+{{- $tk := $v.tracking -}}
+{{- if and (or $tk.wandb.enabled (has "wandb" $tr.logger)) (not (or $tk.wandb.api_key $v.secrets.wandb_api_key)) -}}
+{{- $errs = append $errs (printf "values.%s must be a Secret reference when W&B logging is on (tracking.wandb.enabled or trainer.logger includes wandb), got null" (ternary "tracking.wandb.api_key" "secrets.wandb_api_key" (not (not $tk.wandb.enabled)))) -}}
+{{- end -}}
+{{- if and $tk.wandb.api_key $v.secrets.wandb_api_key -}}
+{{- $errs = append $errs "values.tracking.wandb.api_key must be one W&B key reference: either tracking.wandb.api_key or secrets.wandb_api_key, got both are set" -}}
+{{- end -}}
+{{- if and (or $tk.mlflow.enabled (has "mlflow" $tr.logger)) (or (not $tk.mlflow.enabled) (not $tk.mlflow.tracking_uri)) -}}
+{{- $errs = append $errs (printf "values.tracking.mlflow.tracking_uri must be a tracking server URI with tracking.mlflow.enabled when MLflow logging is on (verl's default, an SQLite file under /tmp in the pod, is lost with the pod), got %v" ($tk.mlflow.tracking_uri | default "null")) -}}
+{{- end -}}
+{{- if and $tk.mlflow.password (not $tk.mlflow.username) -}}
+{{- $errs = append $errs "values.tracking.mlflow.username must be a Secret reference when tracking.mlflow.password is set, got null" -}}
+{{- end -}}
+{{- with $tk.tensorboard.log_dir -}}
+{{- $mount := trimSuffix "/" $v.storage.mount_path -}}
+{{- if not (or (eq . $mount) (hasPrefix (printf "%s/" $mount) .)) -}}
+{{- $errs = append $errs (printf "values.tracking.tensorboard.log_dir must be a directory under storage.mount_path (%s), so the event files outlive the pod, got %q" $v.storage.mount_path .) -}}
+{{- end -}}
+{{- end -}}
+{{- if $v.tensorboard_server.enabled -}}
+{{- if not $v.storage.claim_name -}}
+{{- $errs = append $errs "values.storage.claim_name must be a claim name when tensorboard_server.enabled is true (TensorBoard reads the run's event files from its volume), got null" -}}
+{{- end -}}
+{{- if not (or $tk.tensorboard.enabled (has "tensorboard" $tr.logger)) -}}
+{{- $errs = append $errs "values.tracking.tensorboard.enabled must be true when tensorboard_server.enabled is true (nothing writes event files otherwise), got false" -}}
+{{- end -}}
+{{- end -}}
+{{- $seen := dict -}}
+{{- range $i, $e := $v.env -}}
+{{- if or (has $e.name $c.reservedEnv) (hasPrefix $c.reservedEnvPrefix $e.name) -}}
+{{- $errs = append $errs (printf "values.env[%d].name must be a variable the launcher does not set itself (it owns %s* and spec.RESERVED_ENV; tracking URIs, W&B and MLflow settings go in the tracking section), got %q" $i $c.reservedEnvPrefix $e.name) -}}
+{{- end -}}
+{{- if hasKey $seen $e.name -}}
+{{- $errs = append $errs (printf "values.env[%d].name must be a name not already listed in env, got %q" $i $e.name) -}}
+{{- end -}}
+{{- $_ := set $seen $e.name true -}}
+{{- $sources := 0 -}}
+{{- range list "value" "secret_key_ref" "config_map_key_ref" -}}
+{{- if not (kindIs "invalid" (index $e .)) -}}
+{{- $sources = add1 $sources -}}
+{{- end -}}
+{{- end -}}
+{{- if ne (int $sources) 1 -}}
+{{- $errs = append $errs (printf "values.env[%d] must have exactly one of value, secret_key_ref, config_map_key_ref, got %d" $i (int $sources)) -}}
+{{- end -}}
 {{- end -}}
 {{- $st := $v.storage -}}
 {{- if and $st.create (not $st.claim_name) -}}

@@ -22,6 +22,7 @@ VERBS: dict[str, str] = {
     "compare": "compare",
     "relaunch": "relaunch",
     "diff": "diff",
+    "export": "export",
     "eval": "eval",
     "rbac": "rbac",
     "schema": "schema",

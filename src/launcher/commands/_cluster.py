@@ -39,31 +39,53 @@ def spec_total_steps(run_dir) -> int | None:
 
 
 def follow_run(kube, ref, run_dir, *, total_steps=None, container=None, pods=None, follow=True,
-               stream_hook=None, quiet_lines=False, watch=None):
-    """Follow a run's logs with the progress display (and `watch`, a `_watchdog.WatchSession`); the `FollowResult`."""
+               stream_hook=None, quiet_lines=False, watch=None, export=None):
+    """Follow a run's logs with the progress display; returns the `FollowResult`.
+
+    `watch` (a `_watchdog.WatchSession`) sees every step and status; `export` (a
+    `launcher.export.live.LiveExport`) receives the new steps as they arrive and sends the rest when the
+    follow ends.
+    """
     from launcher.follow import LogFollower
     from launcher.progress import RunProgress, print_line
 
     progress = RunProgress(ref.name, total_steps or spec_total_steps(run_dir))
-    with progress:
-        follower = LogFollower(
-            kube, ref, run_dir, container=container, pods=pods,
-            on_line=(lambda p, line: None) if quiet_lines else print_line,
-            on_records=_with(progress.records, watch and watch.records), on_notice=err,
-            on_status=_with(progress.status, watch and watch.status), stream_hook=stream_hook)
-        result = follower.run(follow=follow)
+    try:
+        with progress:
+            follower = LogFollower(
+                kube, ref, run_dir, container=container, pods=pods,
+                on_line=(lambda p, line: None) if quiet_lines else print_line,
+                on_records=chain(progress.records, watch and watch.records, export and export.on_records),
+                on_notice=err, on_status=chain(progress.status, watch and watch.status), stream_hook=stream_hook)
+            result = follower.run(follow=follow)
+    finally:
+        if export is not None:
+            export.finish()
     for e in result.errors:
         err(f"warning: log follower: {e}")
     return result
 
 
-def _with(first, second):
-    """`first`, or a callback calling `first` then `second` (a watchdog's) with the same arguments."""
-    if second is None:
-        return first
+def chain(*callbacks):
+    """One callback calling each of `callbacks` that is not None, in turn, with the same arguments."""
+    live = [c for c in callbacks if c is not None]
+    if len(live) == 1:
+        return live[0]
 
-    def both(*a):
-        first(*a)
-        second(*a)
+    def call(*args):
+        for c in live:
+            c(*args)
 
-    return both
+    return call
+
+
+def live_export(args, run_dir):
+    """The `LiveExport` for `--mlflow`/`--tensorboard`, or None when neither was given."""
+    from launcher.export.targets import wants_export
+
+    if not wants_export(args):
+        return None
+    from launcher.export.live import LiveExport
+
+    return LiveExport(run_dir.path, mlflow=args.mlflow, mlflow_experiment=args.mlflow_experiment,
+                      tensorboard=args.tensorboard, on_notice=err)

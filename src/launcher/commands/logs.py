@@ -24,14 +24,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only this pod (full name or short name like master-0; repeatable)")
     parser.add_argument("-c", "--container", help="container to read (default: the training container)")
     add_watchdog_arguments(parser)
+    from launcher.export.targets import add_export_arguments
+
+    add_export_arguments(parser, live=True)
 
 
 def run(args: argparse.Namespace) -> int:
-    from launcher.commands._cluster import connect, err, follow_run
+    from launcher.commands._cluster import connect, err, follow_run, live_export
     from launcher.commands._watchdog import config_from_args, deleted_exit, session_for
+    from launcher.errors import BadInput
+    from launcher.export.targets import check_export_arguments, wants_export
     from launcher.kube import jobs as J
     from launcher.runs import RunDir
 
+    check_export_arguments(args)  # bad flags: exit 2 before any cluster call
+    if wants_export(args) and not args.follow:
+        raise BadInput("--mlflow/--tensorboard: expected --follow with them (or use `launcher export RUN_DIR`)")
     if args.follow:
         config_from_args(args)  # bad watchdog flags: exit 2 before any cluster call
     kube = connect(args)
@@ -39,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     run_dir = RunDir.of(ref.name, args.runs_dir).ensure()
     if args.follow:
         watch = session_for(args, kube, ref, run_dir)
-        result = follow_run(kube, ref, run_dir, container=args.container, pods=args.pod or None, watch=watch)
+        result = follow_run(kube, ref, run_dir, container=args.container, pods=args.pod or None, watch=watch,
+                            export=live_export(args, run_dir))
         st = result.state
         deleted = deleted_exit(watch)
         if deleted is not None:

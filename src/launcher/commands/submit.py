@@ -44,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--new", action="store_true",
                         help="start a run even if the experiment already has one with a different config")
     add_watchdog_arguments(parser)
+    from launcher.export.targets import add_export_arguments
+
+    add_export_arguments(parser, live=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,12 +54,18 @@ def run(args: argparse.Namespace) -> int:
 
     if args.namespace:
         args.sets = [*args.sets, f"scheduling.namespace={args.namespace}"]
+    from launcher.errors import BadInput
+    from launcher.export.targets import check_export_arguments, wants_export
+
     if args.queue:
         args.sets = [*args.sets, f"scheduling.queue={args.queue}"]
     spec = load_from_args(args)  # BadInput (exit 2) before any client exists
     from launcher.commands._watchdog import config_from_args
 
     config_from_args(args)  # a bad watchdog flag is bad input too
+    check_export_arguments(args)
+    if wants_export(args) and not (args.follow or args.logs):
+        raise BadInput("--mlflow/--tensorboard: expected --follow with them (or use `launcher export RUN_DIR` later)")
     from launcher.render import render, to_yaml
 
     objects = render(spec)
@@ -70,7 +79,7 @@ def _submit(args, spec, objects, *, pinned_images=None, relaunched_from=None) ->
     """Create (or attach to) the run and follow it if asked. `pinned_images`/`relaunched_from`: a relaunch's
     record for provenance.json (the objects already carry the pinned images)."""
     from launcher import provenance
-    from launcher.commands._cluster import connect, err, follow_run
+    from launcher.commands._cluster import connect, err, follow_run, live_export
     from launcher.commands._watchdog import deleted_exit, session_for
     from launcher.config import dump_spec
     from launcher.errors import BadInput
@@ -121,12 +130,15 @@ def _submit(args, spec, objects, *, pinned_images=None, relaunched_from=None) ->
         return 0
     ref = J.JobRef(spec.backend, name, job)
     watch = session_for(args, kube, ref, run_dir)
+    export = live_export(args, run_dir)
     if display_mode(args.logs, sys.stdout) == "table":
-        result = follow_table(kube, ref, run_dir, total_steps=spec.trainer.total_training_steps, watch=watch)
+        result = follow_table(kube, ref, run_dir, total_steps=spec.trainer.total_training_steps, watch=watch,
+                              export=export)
         if result.state.finished and not result.state.succeeded:
             show_saved_tail(run_dir, ref.name)  # the lines were not on screen: show how it ended
     else:
-        result = follow_run(kube, ref, run_dir, total_steps=spec.trainer.total_training_steps, watch=watch)
+        result = follow_run(kube, ref, run_dir, total_steps=spec.trainer.total_training_steps, watch=watch,
+                            export=export)
     deleted = deleted_exit(watch)
     return deleted if deleted is not None else _exit_for(result.state, err)
 
@@ -137,19 +149,26 @@ def display_mode(logs: bool, stdout) -> str:
     return "table" if not logs and isatty is not None and isatty() else "lines"
 
 
-def follow_table(kube, ref, run_dir, *, total_steps=None, console=None, watch=None, **follower_kw):
+def follow_table(kube, ref, run_dir, *, total_steps=None, console=None, watch=None, export=None, **follower_kw):
     """Follow the run showing the step table and progress line on stdout; raw lines go only to the run dir."""
     from rich.console import Console
 
-    from launcher.commands._cluster import _with, err
+    from launcher.commands._cluster import chain, err
     from launcher.follow import LogFollower
     from launcher.progress import RunProgress
 
     progress = RunProgress(ref.name, total_steps, console=console or Console(), table_rows=TABLE_ROWS)
-    with progress:
-        follower = LogFollower(kube, ref, run_dir, on_line=None, on_records=_with(progress.records, watch and watch.records),
-                               on_notice=err, on_status=_with(progress.status, watch and watch.status), **follower_kw)
-        result = follower.run(follow=True)
+    try:
+        with progress:
+            follower = LogFollower(kube, ref, run_dir, on_line=None,
+                                   on_records=chain(progress.records, watch and watch.records,
+                                                    export and export.on_records),
+                                   on_notice=err, on_status=chain(progress.status, watch and watch.status),
+                                   **follower_kw)
+            result = follower.run(follow=True)
+    finally:
+        if export is not None:
+            export.finish()
     for e in result.errors:
         err(f"warning: log follower: {e}")
     return result

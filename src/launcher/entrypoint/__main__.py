@@ -33,6 +33,7 @@ from launcher.entrypoint import environment as E
 from launcher.entrypoint import evaluate as EV
 from launcher.entrypoint import ray_cluster as R
 from launcher.entrypoint import smoke as SMOKE
+from launcher.entrypoint import tracking as TR
 from launcher.entrypoint.runner import DEFAULT_GRACE_S, log, run_child
 from launcher.errors import EXIT_BAD_INPUT, LauncherError
 from launcher.spec import ExperimentSpec
@@ -159,7 +160,8 @@ def main(argv: Sequence[str] | None = None, *, container_env: Mapping[str, str] 
         print("[entrypoint] error: workload smoke trains nothing: --mode eval does not apply", file=sys.stderr, flush=True)
         return EXIT_BAD_INPUT
     probe = probe or E.probe_container()
-    delta = E.env_for(spec, env, role=role, probe=probe, attempt=attempt_id(env))
+    attempt = attempt_id(env)
+    delta = E.env_for(spec, env, role=role, probe=probe, attempt=attempt)
     child_argv = verl_argv(spec, role, cpus=probe.cpus, mode=args.mode, model=args.model, env=env)
     if smoke:
         # The smoke workload replaces verl as the child, in the same role (smoke.py).
@@ -190,6 +192,12 @@ def main(argv: Sequence[str] | None = None, *, container_env: Mapping[str, str] 
     if args.prepare_data_only:
         return 0
 
+    if role != "ray-worker" and not eval_plan and args.mode == "train":
+        # The process that runs verl's driver (or the smoke driver) chooses the tracking run once per attempt.
+        tracked = TR.tracking_env(spec, attempt=attempt, log=log)
+        delta.update(tracked)
+        if not smoke and not env.get(CHILD_CMD_ENV):
+            child_argv = [*child_argv, *TR.ray_overrides(tracked)]
     full_env = {**env, **delta}
     os.environ.update(delta)  # this process too talks to Ray (GCS client) with the same settings
     cwd = _workdir(spec, delta)  # on workers too: verl's TaskRunner may write the metrics file there

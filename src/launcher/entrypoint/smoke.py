@@ -323,8 +323,36 @@ class ActorGroup:
 # The roles
 
 
+TRACKED = ("mlflow", "tensorboard", "wandb")
+
+
+def open_tracker(spec: ExperimentSpec, report: Report):
+    """verl's own `Tracking` for the spec's trackers (mlflow, tensorboard, wandb), or None when none is on.
+
+    The smoke workload logs its step metrics through the same class verl's trainer uses, with the
+    environment the entrypoint prepared (MLFLOW_TRACKING_URI, MLFLOW_RUN_ID, TENSORBOARD_DIR, ...), so a
+    smoke run proves the pod reaches the tracking server with the image's packages.
+    """
+    backends = [b for b in spec.loggers if b in TRACKED]
+    if not backends:
+        return None
+    try:
+        from verl.utils.tracking import Tracking
+
+        tracker = Tracking(project_name=spec.trainer.project_name, experiment_name=spec.name,
+                           default_backend=backends, config=None)
+    except Exception as exc:
+        report.add(Check("tracking", False, f"verl's Tracking({backends}) failed: {_one_line(exc)}"))
+        return None
+    missing = [b for b in backends if b not in tracker.logger]
+    if missing:  # verl logs and skips an MLflow server it cannot reach
+        report.add(Check("tracking", False, f"verl's Tracking started without {missing} (see its warnings above)"))
+        return None
+    return tracker
+
+
 def _steps(spec: ExperimentSpec, report: Report, allreduce, *, ray_part: RayPart | None, world: int,
-           print_metrics: bool) -> None:
+           print_metrics: bool, tracker: Any = None) -> None:
     """smoke.steps steps; records one `steps` check (the first failing step stops the all-reduces)."""
     sm = spec.smoke
     failure = ""
@@ -351,6 +379,15 @@ def _steps(spec: ExperimentSpec, report: Report, allreduce, *, ray_part: RayPart
             for line in pad_lines(step, sm.log_lines_per_step):
                 say(line)
             say(metric_line(step, metrics))
+            if tracker is not None:
+                try:
+                    tracker.log(data=metrics, step=step)
+                except Exception as exc:
+                    failure = failure or f"step {step}: tracker failed: {_one_line(exc)}"
+    if tracker is not None:
+        tracker.finish()
+        report.add(Check("tracking", True, f"{sm.steps} step(s) logged through verl's Tracking "
+                         f"({', '.join(b for b in spec.loggers if b in TRACKED)})"))
     if allreduce is None:
         failure = failure or "no all-reduce group (see the rendezvous check)"
     report.add(Check("steps", not failure, failure or
@@ -386,7 +423,8 @@ def run_driver(spec: ExperimentSpec, env: Mapping[str, str], role: str, report: 
         if group is not None:
             held = _memory(spec, report, group.allocate if isinstance(group, ActorGroup) else ballast)
         _steps(spec, report, group.allreduce if group is not None else None,
-               ray_part=ray_part if ray_part.connected else None, world=spec.resources.nodes, print_metrics=True)
+               ray_part=ray_part if ray_part.connected else None, world=spec.resources.nodes, print_metrics=True,
+               tracker=open_tracker(spec, report))
         del held
     finally:
         if isinstance(group, TorchGroup):
