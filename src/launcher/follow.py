@@ -178,6 +178,12 @@ class PodFollower(threading.Thread):
     def key(self, attempt: int) -> str:
         return f"{self.pod_name}/{self.container}/{self.uid}/{attempt}"
 
+    def order(self, attempt: int) -> str:
+        """Sortable id of one container attempt: `<pod created>/<uid>/<restart>`. A pod the operator recreates
+        (eviction, node loss) restarts its count at 0 under a new uid; its creation time keeps it later."""
+        created = (self.pod.get("metadata") or {}).get("creationTimestamp") or ""
+        return f"{created}/{self.uid}/{attempt:06d}"
+
     # the thread -------------------------------------------------------------------------------
 
     def run(self) -> None:
@@ -323,6 +329,7 @@ class PodFollower(threading.Thread):
     def _handle(self, attempt: int, pos: Position, replay: Counter, lines: list[bytes]) -> None:
         """Dedupe at the mark, append to the raw log, feed metrics, then record the new position."""
         out: list[str] = []
+        times: list[int] = []
         for raw in lines:
             if raw.endswith(b"\r"):
                 raw = raw[:-1]
@@ -344,8 +351,9 @@ class PodFollower(threading.Thread):
                     pos.at_mark = Counter({text: 1})
                     replay.clear()
             out.append(text)
+            times.append(ns)
         if out:
-            self.owner.deliver(self, attempt, out, pos)
+            self.owner.deliver(self, attempt, out, pos, times)
 
 
 def transient(exc: ClusterError) -> bool:
@@ -420,7 +428,10 @@ class LogFollower:
         if metrics:
             from launcher.metrics import MetricsSink
 
+            from launcher.attempts import AttemptLog
+
             self.sink = MetricsSink(run_dir.path, derived_interval_s=5.0)
+            self.attempts = AttemptLog(run_dir.path)
 
     # called by PodFollower threads -----------------------------------------------------------
 
@@ -434,7 +445,8 @@ class LogFollower:
             self._notices.add(msg)
             self.on_notice(msg)
 
-    def deliver(self, pf: PodFollower, attempt: int, lines: list[str], pos: Position) -> None:
+    def deliver(self, pf: PodFollower, attempt: int, lines: list[str], pos: Position,
+                times: list[int] | None = None) -> None:
         """Raw log first (flushed), then metrics, then the position: a crash between steps re-reads, never skips."""
         from launcher.metrics import LogParser
 
@@ -458,8 +470,11 @@ class LogFollower:
             if self.sink is not None:
                 parser = pf.parsers.setdefault(attempt, LogParser())
                 recs = parser.feed_lines(lines)
+                if times is not None:
+                    self.attempts.observe(pf.order(attempt), pf.short, lines, times)
                 if recs:
-                    self.rows += self.sink.add_many(recs, attempt=attempt)
+                    # ordered across pods: a recreated pod's re-logged steps replace the old pod's
+                    self.rows += self.sink.add_many(recs, attempt=pf.order(attempt))
                     self.on_records(recs)
             with self.state.lock:
                 self.state.files[fname] = size
@@ -565,6 +580,7 @@ class LogFollower:
             if self.sink is not None:
                 self.sink.close()
                 self.sink = None
+                self.attempts.save(force=True)
             if self._lock_fd is not None:
                 import os
 

@@ -37,7 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--logs", action="store_true",
                         help="with --follow (implied): print every raw log line, [pod]-prefixed, even on a terminal")
     parser.add_argument("--new", action="store_true",
-                        help="start a run even if the experiment already has one with a different config")
+                        help="start a run even if the experiment already has one with a different config, and "
+                             "start this config over: its pods set the checkpoint directory's earlier contents "
+                             "(checkpoints, the finished marker) aside instead of resuming or skipping a finished run")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
     spec = load_from_args(args)  # BadInput (exit 2) before any client exists
     from launcher.render import render, to_yaml
 
-    objects = render(spec)
+    # --new: a token the run's entrypoint has not seen makes it start over once (entrypoint.resume.start_over)
+    objects = render(spec, start_over=start_over_token() if args.new else None)
     if args.dry_run == "client":
         print(to_yaml(objects), end="")
         return 0
@@ -110,6 +113,13 @@ def _submit(args, spec, objects) -> int:
     else:
         result = follow_run(kube, ref, run_dir, total_steps=spec.trainer.total_training_steps)
     return _exit_for(result.state, err)
+
+
+def start_over_token() -> str:
+    """`submit --new`'s token: its UTC time, unique per submission of a run."""
+    import time
+
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
 
 
 def display_mode(logs: bool, stdout) -> str:
