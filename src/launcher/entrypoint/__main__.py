@@ -13,6 +13,11 @@ verl and Ray need in a pod (`environment.env_for`) and runs
 `--mode eval --baseline/--checkpoint` runs the GSM8K before/after evaluation (`evaluate`): merge
 the checkpoint, then one validation-only verl run per model behind `[eval]` marker lines.
 
+Training decides on every start whether it resumes (`resume`): the driver's pod prints one
+`[entrypoint] attempt N: ...` line, starts verl fresh or with `resume_path` to the newest complete
+checkpoint of this run, and after verl exits 0 leaves the finished marker; a start of a finished run
+exits 0 without training. `--dry-run` prints the decision it would make now.
+
 Exit status: 2 for a bad config or environment, else verl's status (128+N if signal N killed it).
 `LAUNCHER_CHILD_CMD` (a shell-quoted command) replaces verl's command line: a hook for tests and
 for debugging a pod's runtime; it is printed by `--dry-run` like the real command.
@@ -178,8 +183,17 @@ def main(argv: Sequence[str] | None = None, *, container_env: Mapping[str, str] 
         # The multi-node head runs the whole evaluation sequence as its one child, attached to Ray.
         child_argv = EV.driver_argv(args.config, baseline=args.baseline, checkpoint=args.checkpoint)
 
+    trains = not smoke and not eval_plan and args.mode == "train" and role != "ray-worker"
     if args.dry_run:
+        preview = None
+        if trains:  # what a start would decide now, read from the volume without writing to it
+            preview = RESUME.decide(spec)
+            if preview.action == "resume":
+                child_argv = verl_argv(spec, role, cpus=probe.cpus, mode=args.mode, model=args.model, env=env,
+                                       resume_from=preview.path)
         print(dry_run_text(spec, role, topo, child_argv, delta, env, probe.cpus, settings), flush=True)
+        if preview is not None:
+            print(f"# resume (trainer.resume_mode {spec.trainer.resume_mode})\n{preview.line()}", flush=True)
         if eval_plan:
             print(EV.plan_text(spec, targets, env=env, ray_num_cpus=ray_num_cpus), flush=True)
         return 0
@@ -196,7 +210,7 @@ def main(argv: Sequence[str] | None = None, *, container_env: Mapping[str, str] 
 
     # The pod that runs verl's driver decides, on every start, whether this run resumes (entrypoint.resume).
     decision = None
-    if not smoke and not eval_plan and args.mode == "train" and role != "ray-worker":
+    if trains:
         decision = RESUME.begin(spec, env, log=log)
         if decision.action == "finished":
             return 0
