@@ -127,8 +127,8 @@ class _Follow:
         return self.proc.returncode, self.err.read_text()
 
 
-def _check_outcome(info, ns: str, runs, job: str, follow: _Follow, *, evicted_uid: str) -> None:
-    code, err = follow.wait(240)
+def _check_outcome(info, ns: str, runs, job: str, follow: _Follow, *, evicted_uid: str, timeout: float = 240) -> None:
+    code, err = follow.wait(timeout)
     assert code == 0, err[-4000:]
     assert f"[master-0] [entrypoint] attempt 2: resuming from global_step_{RESUME_FROM}" in follow.out.read_text()
     run = runs / job
@@ -196,7 +196,9 @@ def test_pod_evicted_mid_run_is_recreated_and_resumes(kube_cluster, kube_api, na
 def test_node_deleted_mid_run_pod_comes_back_on_another_node(kube_cluster, kube_api, namespace, tmp_path):
     from kubernetes import client
 
-    ns, runs, delay = namespace, tmp_path / "runs", "30s"
+    # KWOK would still "complete" a pod bound to a deleted node (no kubelet is needed to fake one): the pod's
+    # run time must outlast the pod garbage collector's quarantine (40 s, checked every 20 s) by a margin.
+    ns, runs, delay = namespace, tmp_path / "runs", "120s"
     core = client.CoreV1Api(kube_api)
     job = _job(ns, delay)
     pod = f"{job}-master-0"
@@ -216,9 +218,18 @@ def test_node_deleted_mid_run_pod_comes_back_on_another_node(kube_cluster, kube_
                     what="pod of the deleted node garbage-collected")
         _repoint(kube_cluster, ns, pod, second)
         _node(core, spare, ns)  # capacity comes back (an autoscaler, a repaired node)
-        new = ks.wait_for(lambda: (p := _pod(core, ns, pod)) is not None and p.metadata.uid != uid
-                          and p.spec.node_name and p, 120, what="replacement pod scheduled")
+        seen: list = []
+
+        def replaced():
+            p = _pod(core, ns, pod)
+            seen.append(None if p is None else (p.metadata.uid, p.spec.node_name, p.status.phase))
+            return p if p is not None and p.metadata.uid != uid and p.spec.node_name else None
+
+        try:
+            new = ks.wait_for(replaced, 120, what="replacement pod scheduled")
+        except TimeoutError as exc:
+            raise AssertionError(f"old uid {uid}; pods seen: {sorted(set(map(str, seen)))}") from exc
         assert new.spec.node_name == spare
-        _check_outcome(kube_cluster, ns, runs, job, proc, evicted_uid=uid)
+        _check_outcome(kube_cluster, ns, runs, job, proc, evicted_uid=uid, timeout=400)
     finally:
         _delete_nodes(core, ns)

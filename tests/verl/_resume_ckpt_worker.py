@@ -15,7 +15,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-from _eval_ckpt_worker import tiny_tokenizer
+from _eval_ckpt_worker import tiny_tokenizer  # run as a script: its directory is on sys.path
 
 
 def main(ckpt_dir: str) -> None:
@@ -51,5 +51,4 @@ def main(ckpt_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     main(sys.argv[1])
