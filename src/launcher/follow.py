@@ -426,9 +426,8 @@ class LogFollower:
         self.refused: ApiError | None = None  # a pod's log was refused (401/403): run() stops and raises it
         self.sink = None
         if metrics:
-            from launcher.metrics import MetricsSink
-
             from launcher.attempts import AttemptLog
+            from launcher.metrics import MetricsSink
 
             self.sink = MetricsSink(run_dir.path, derived_interval_s=5.0)
             self.attempts = AttemptLog(run_dir.path)
