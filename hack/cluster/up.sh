@@ -5,12 +5,15 @@
 #   + fake nodes (2x 8 A100, 1 CPU) + training-operator v1 + KubeRay operator (out of cluster) + fake Ray dashboard
 #   + the real node grpo-node-0 (containerd, kubelet, kube-proxy, CoreDNS: node.sh) when `make node-build` built it
 #     (GRPO_REAL_NODE=1: required, 0: never)
+#   + Kueue (kueue.sh) when `hack/cluster/build.sh kueue` built it (GRPO_KUEUE=1: required, 0: never)
 # Prints the kubeconfig path on stdout (last line).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/common.sh"
 # shellcheck source=node.sh
 . "$HERE/node.sh"
+# shellcheck source=kueue.sh
+. "$HERE/kueue.sh"
 T0=$(date +%s)
 
 for b in "$K8S_BIN/kube-apiserver" "$ETCD_BIN/etcd" "$KWOK_BIN/kwokctl" "$TO_BIN/training-operator.v1" \
@@ -27,7 +30,7 @@ operators_ok() {
 }
 
 # ---- fast path: our cluster is already up -------------------------------------------------------------------
-if [ -f "$MARKER" ] && api_ready && operators_ok && { ! node_wanted || node_ok; }; then
+if [ -f "$MARKER" ] && api_ready && operators_ok && { ! node_wanted || node_ok; } && { ! kueue_wanted || kueue_ok; }; then
   node_wanted && ! node_images_current && node_images_update
   say "already running ($(( $(date +%s) - T0 ))s)"; echo "$KUBECONFIG_PATH"; exit 0
 fi
@@ -194,6 +197,9 @@ for _ in $(seq 240); do operators_ok && break; sleep 0.5; done
 operators_ok || { tail -20 "$LOGS/training-operator.log" "$LOGS/kuberay.log" >&2; echo "operators not ready" >&2; exit 1; }
 say "nodes and operators ready ($(( $(date +%s) - T0 ))s)"
 
+# ---- Kueue (when built: `hack/cluster/build.sh kueue`) -------------------------------------------------------------
+if kueue_wanted && ! kueue_ok; then kueue_up; fi
+
 # ---- the real node ------------------------------------------------------------------------------------------------
 if node_wanted && ! node_ok; then node_up; fi
 
@@ -210,7 +216,7 @@ import json, sys
 json.dump({"cluster_id": "$CID", "name": "$CLUSTER_NAME", "kubeconfig": "$KUBECONFIG_PATH",
            "server": "https://127.0.0.1:$APISERVER_PORT", "tools_bin": "$TOOLS_LINK",
            "served_logs": "$SERVED_LOGS", "kubernetes": "$K8S_VERSION", "kwok": "$KWOK_VERSION",
-           "training_operator": "$TRAINING_OPERATOR_VERSION", "kuberay": "$KUBERAY_VERSION",
+           "training_operator": "$TRAINING_OPERATOR_VERSION", "kuberay": "$KUBERAY_VERSION", "kueue": "$(kueue_wanted && echo "$KUEUE_VERSION")",
            "pod_complete_delay_ms": $POD_COMPLETE_DELAY_MS}, open(sys.argv[1], "w"), indent=1)
 EOF
 say "up in $(( $(date +%s) - T0 ))s; export KUBECONFIG=$KUBECONFIG_PATH"

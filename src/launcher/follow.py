@@ -422,6 +422,7 @@ class LogFollower:
         self.lines = 0
         self.rows = 0
         self._notices: set[str] = set()
+        self._queue_checked = float("-inf")
         self.output_closed = False  # on_line raised BrokenPipeError: run() stops and re-raises it
         self.refused: ApiError | None = None  # a pod's log was refused (401/403): run() stops and raises it
         self.sink = None
@@ -509,6 +510,8 @@ class LogFollower:
                     self._notices = {n for n in self._notices if not n.startswith("API server unavailable")}
                     outage_since = None
                 st = J.job_state(self.ref.backend, obj)
+                if st.phase == "Queued":
+                    self._queue_notice(st)
                 self.on_status(st, pods)
                 if (st.finished or self.output_closed or self.refused is not None
                         or (deadline is not None and time.monotonic() > deadline)):
@@ -536,6 +539,22 @@ class LogFollower:
             raise self.refused
         errors = [pf.error for pf in self.followers.values() if pf.error]
         return FollowResult(st, self.lines, self.rows, errors)
+
+    def _queue_notice(self, st: J.JobState) -> None:
+        """A run held by Kueue: say why it waits (its Workload), looked up at most every 15 s. Waiting is no error:
+        the follow goes on through queueing and through a pre-emption that suspends the job again."""
+        from launcher.kube import kueue as Q
+
+        now = time.monotonic()
+        if now - self._queue_checked < 15:
+            return
+        self._queue_checked = now
+        try:
+            version = Q.served_version(self.kube)
+            wl = Q.workload_for(self.kube, self.ref.obj, version) if version else None
+        except ClusterError:  # (a refused Workload list included): the job's own reason still says it is queued
+            wl = None
+        self.notice("queued: " + (Q.admission(wl).line() if wl else st.reason))
 
     def _pods(self) -> list[dict]:
         pods = J.job_pods(self.kube, self.ref)

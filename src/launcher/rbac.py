@@ -60,6 +60,8 @@ CALLS: tuple[Call, ...] = (
     Call("", "events", "list", ("status",), "why a pod is Pending/failing"),
     Call("kueue.x-k8s.io", "localqueues", "get", ("submit", "doctor"), "scheduling.queue: the LocalQueue exists"),
     Call("kueue.x-k8s.io", "localqueues", "list", ("doctor",), "name the LocalQueues there are when it does not"),
+    Call("kueue.x-k8s.io", "workloads", "list", ("status", "logs", "submit"),
+         "a queued run's Workload: why Kueue has not admitted it (quota, flavor, pre-emption)"),
     Call("", "nodes", "list", ("submit", "doctor"), "GPU nodes: labels, taints, allocatable (else a warning)",
          cluster_scoped=True),
     Call("", "namespaces", "get", ("submit", "doctor"), "the target namespace exists", cluster_scoped=True),

@@ -12,6 +12,7 @@ import copy
 
 import pytest
 
+import kueue_support as kq
 import kwok_support as ks
 from launcher_helpers import cri, job_name, run_launcher, submit_args, verl_lines
 from rbac_support import apply, launcher_user
@@ -87,6 +88,13 @@ def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed
     out, _ = ok(launcher("list", "-n", ns), "list")
     assert job in out
     ok(launcher("logs", job, "-n", ns), "logs")
+    # a run sent to a Kueue LocalQueue (the real Kueue: kueue_support): status reads its Workload
+    kq.ensure_kueue()
+    kq.local_queue(info, ns)
+    res, queued = submit(14, RUNNING, f"scheduling.queue={kq.LOCAL_QUEUE}")
+    ok(res, "submit to a LocalQueue")
+    out, _ = ok(launcher("status", queued, "-n", ns), "status of a queued run")
+    assert f"LocalQueue {kq.LOCAL_QUEUE}, Workload " in out, out
     res, short = submit(3, SHORT)
     ok(res, "submit")
     ks.serve_logs(info, ns, f"{short}-master-0", cri(verl_lines(3)))
@@ -128,9 +136,11 @@ def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed
         ("", "pods", "list", False): lambda: refused(launcher("status", job, "-n", ns), c),
         ("", "pods/log", "get", False): lambda: refused(launcher("logs", job, "-n", ns), c),
         ("", "events", "list", False): lambda: refused(launcher("status", job, "-n", ns), c),
-        # Kueue is not installed here: doctor's access review is what notices (the config sets no queue)
+        # the config sets no queue: doctor's access review is what notices
         ("kueue.x-k8s.io", "localqueues", "get", False): lambda: doctor_says("get kueue.x-k8s.io/localqueues"),
         ("kueue.x-k8s.io", "localqueues", "list", False): lambda: doctor_says("list kueue.x-k8s.io/localqueues"),
+        ("kueue.x-k8s.io", "workloads", "list", False):
+            lambda: printed(launcher("status", queued, "-n", ns), "cannot list workloads.kueue.x-k8s.io (forbidden)"),
         # the optional cluster-wide reads: the verb goes on and says what it skipped
         ("", "nodes", "list", True): lambda: warned(submit(13, SHORT, extra=("--dry-run=server",))[0],
                                                     "warning: cannot list nodes to check for"),
@@ -146,6 +156,10 @@ def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed
         cms = info.kubectl("get", "configmaps", "-n", ns, "-l", f"app.kubernetes.io/instance={name}",
                            "-o", "name").stdout.split()
         assert cms == [], cms
+
+    def printed(result, text):
+        out, _ = ok(result, text)
+        assert text in out, out
 
     def warned(result, text):
         _, err = ok(result, text)

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+import kueue_support as kq
 import kwok_support as ks
 from launcher_helpers import (CONFIG, expected_rows, job_name, raw_lines, rows, run_launcher, serve_run,
                               submit_args, verl_lines)
@@ -119,11 +120,12 @@ def test_unschedulable_status_shows_scheduler_message(kube_cluster, namespace, t
     assert "FailedScheduling" in out
 
 
-def test_kueue_not_installed_is_refused_before_creating_anything(kube_cluster, namespace, tmp_path):
+def test_a_missing_local_queue_is_refused_before_creating_anything(kube_cluster, namespace, tmp_path):
+    kq.ensure_kueue()  # the real Kueue serves its API; this namespace has no LocalQueue `gpus`
     rc, out, err = run_launcher(["submit", CONFIG, "-n", namespace, "--set", "scheduling.queue=gpus"],
                                 kube_cluster, tmp_path / "runs")
-    assert rc == 3
-    assert err.strip() == "error: Kueue is not installed: no kueue.x-k8s.io/v1beta1 LocalQueue (scheduling.queue is gpus)"
+    assert rc == 3, out + err
+    assert err.startswith("error: ") and "LocalQueue gpus does not exist in namespace " + namespace in err, err
     assert kube_cluster.kubectl("-n", namespace, "get", "configmaps,pytorchjobs", "-l",
                                 "app.kubernetes.io/part-of=grpo-launcher", "-o", "name").stdout.strip() == ""
 

@@ -7,7 +7,7 @@ The shapes (stable: fields are only ever added, never renamed or removed):
     {"apiVersion": "grpo-launcher/v1", "kind": "Run", "name": job name, "namespace": ...,
      "backend": "pytorchjob" | "rayjob", "jobKind": "PyTorchJob" | "RayJob", "experiment": name or null,
      "created": RFC3339 creationTimestamp or null,
-     "state": {"phase": Pending|Suspended|Running|Restarting|Succeeded|Failed|Deleted|Unknown,
+     "state": {"phase": Pending|Queued|Suspended|Running|Restarting|Succeeded|Failed|Deleted|Unknown,
                "finished": bool, "succeeded": bool, "reason": str}}
 
 - `list`: `{"apiVersion": "grpo-launcher/v1", "kind": "RunList", "items": [Run, ...]}` (newest first).

@@ -42,6 +42,9 @@ def run(args: argparse.Namespace) -> int:
     if ref.backend == "rayjob":
         print(f"  jobDeploymentStatus={status.get('jobDeploymentStatus', '-')} jobStatus={status.get('jobStatus', '-')}"
               f" rayCluster={status.get('rayClusterName', '-')}")
+    queue = _queue(kube, ref)
+    if queue:
+        print(f"kueue: {queue['line']}")
     for c in status.get("conditions") or []:
         print(f"  condition {c.get('type')}={c.get('status')}: {c.get('reason') or ''} {c.get('message') or ''}".rstrip())
     pods = J.job_pods(kube, ref)
@@ -87,6 +90,38 @@ def _attempts(job: str, runs_dir: str | None) -> list[dict]:
     return summarise(load(RunDir.of(job, runs_dir).path))
 
 
+def _queue(kube, ref) -> dict | None:
+    """For a run sent to a Kueue LocalQueue: its Workload's admission (state, reason, ClusterQueue, flavors)."""
+    from launcher import labels as L
+    from launcher.kube import kueue as Q
+
+    queue = ref.labels.get(L.KUEUE_QUEUE_LABEL)
+    if not queue:
+        return None
+    version = Q.served_version(kube)
+    if version is None:
+        return {"localQueue": queue, "workload": None, "state": "Unknown",
+                "line": f"LocalQueue {queue}, but the cluster serves no Kueue API ({Q.GROUP}): nothing will admit it"}
+    from launcher.kube.client import ApiError
+
+    try:
+        wl = Q.workload_for(kube, ref.obj, version)
+    except ApiError as exc:
+        if exc.status != 403:
+            raise
+        # an optional read (rbac.CALLS): the job's own state still says it is queued
+        return {"localQueue": queue, "workload": None, "state": "Unknown",
+                "line": f"LocalQueue {queue}: cannot list workloads.{Q.GROUP} (forbidden): admission not shown"}
+    if wl is None:
+        return {"localQueue": queue, "workload": None, "state": "Unknown",
+                "line": f"LocalQueue {queue}: no Workload yet (Kueue has not seen the job)"}
+    a = Q.admission(wl)
+    return {"localQueue": queue, "workload": wl["metadata"]["name"], "apiVersion": f"{Q.GROUP}/{version}",
+            "state": a.state, "reason": a.reason, "message": a.message, "clusterQueue": a.cluster_queue or None,
+            "flavors": a.flavors or None,
+            "line": f"LocalQueue {queue}, Workload {wl['metadata']['name']}: {a.line()}"}
+
+
 def _events(kube, ref, pods: list[dict], last: int) -> list[dict]:
     """The last `last` events of the job and its pods worth a user's attention, oldest first."""
     names = {ref.name} | {p["metadata"]["name"] for p in pods}
@@ -102,6 +137,9 @@ def _emit(kube, ref, state, last_events: int, fmt: str, attempts: list[dict]) ->
     status = ref.obj.get("status") or {}
     out = run_object(ref, kube.namespace, state)
     out["conditions"] = status.get("conditions") or []
+    queue = _queue(kube, ref)
+    if queue:
+        out["kueue"] = {k: v for k, v in queue.items() if k != "line"}
     if ref.backend == "rayjob":
         out["ray"] = {k: status.get(k) for k in ("jobDeploymentStatus", "jobStatus", "rayClusterName")}
     pods = J.job_pods(kube, ref)

@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     kube = connect(args)
     ref = J.find_run(kube, args.name)
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
-    last_problem = None
+    last_problem = last_phase = None
     from launcher.errors import ClusterError
     from launcher.follow import transient
 
@@ -52,6 +52,10 @@ def run(args: argparse.Namespace) -> int:
         state = J.job_state(ref.backend, obj)
         if state.finished:
             break
+        if state.phase != last_phase and state.phase in ("Queued", "Suspended", "Restarting"):
+            # held by Kueue (or pre-empted back into the queue): waiting on is right, and the user is told why
+            err(f"{ref.name} is {state.phase}" + (f": {state.reason}" if state.reason else ""))
+        last_phase = state.phase
         for p in pods:
             problem = J.pod_problem(p)
             if problem and problem != last_problem:

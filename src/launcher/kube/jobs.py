@@ -46,7 +46,7 @@ class JobRef:
 class JobState:
     """The job's state in one word plus whether it is over and why."""
 
-    phase: str  # Pending | Suspended | Running | Restarting | Succeeded | Failed | Unknown
+    phase: str  # Pending | Queued | Suspended | Running | Restarting | Succeeded | Failed | Unknown
     finished: bool
     succeeded: bool
     reason: str = ""
@@ -59,10 +59,21 @@ def owned(obj: dict) -> bool:
 
 
 def job_state(backend: str, obj: dict | None) -> JobState:
-    """Interpret a PyTorchJob's conditions or a RayJob's deployment/job status."""
+    """Interpret a PyTorchJob's conditions or a RayJob's deployment/job status.
+
+    A suspended job with a Kueue queue label is Queued: Kueue holds it until its Workload is admitted (and
+    suspends it again when it is pre-empted); `launcher.kube.kueue` says why it waits."""
     if obj is None:
         return JobState("Deleted", True, False, "the job was deleted")
     status = obj.get("status") or {}
+    queue = ((obj.get("metadata") or {}).get("labels") or {}).get(L.KUEUE_QUEUE_LABEL)
+
+    def held(reason: str, conds=()) -> JobState:
+        if queue:
+            return JobState("Queued", False, False, reason or f"waiting for Kueue to admit it (LocalQueue {queue})",
+                            list(conds))
+        return JobState("Suspended", False, False, reason, list(conds))
+
     if backend == "rayjob":
         dep = status.get("jobDeploymentStatus") or ""
         js = status.get("jobStatus") or ""
@@ -72,8 +83,8 @@ def job_state(backend: str, obj: dict | None) -> JobState:
             return JobState("Succeeded" if ok else "Failed", True, ok, reason or f"jobStatus {js or '?'}")
         if dep in ("Failed", "ValidationFailed"):
             return JobState("Failed", True, False, reason or dep)
-        if dep in ("Suspended", "Suspending"):
-            return JobState("Suspended", False, False, reason)
+        if dep in ("Suspended", "Suspending") or (not dep and (obj.get("spec") or {}).get("suspend")):
+            return held(reason)
         if dep == "Retrying":
             return JobState("Restarting", False, False, reason)
         if dep == "Running":
@@ -86,7 +97,7 @@ def job_state(backend: str, obj: dict | None) -> JobState:
             c = by_type[kind]
             return JobState(kind, True, ok, _cond_text(c), conds)
     if (obj.get("spec") or {}).get("runPolicy", {}).get("suspend") or "Suspended" in by_type:
-        return JobState("Suspended", False, False, _cond_text(by_type.get("Suspended", {})), conds)
+        return held(_cond_text(by_type.get("Suspended", {})), conds)
     for kind in ("Restarting", "Running"):
         if kind in by_type:
             return JobState(kind, False, False, _cond_text(by_type[kind]), conds)

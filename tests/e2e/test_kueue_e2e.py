@@ -1,0 +1,150 @@
+"""End-to-end with the real Kueue (v0.17.0, hack/cluster/kueue.sh) on the local control plane (KWOK GPU nodes):
+quota (two experiments against a ClusterQueue that fits one), gang admission of a 2-node job, pre-emption by
+priority; `launcher status`, `list` and `wait` through queueing. Pods run on KWOK fake nodes (simulated
+trainer); admission, quota and pre-emption are Kueue's own."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+
+import pytest
+
+import kueue_support as kq
+import kwok_support as ks
+from launcher_helpers import job_name, launcher, run_launcher, submit_args
+
+pytestmark = pytest.mark.cluster
+QUEUE = ("scheduling.queue=" + kq.LOCAL_QUEUE,)
+
+
+@pytest.fixture
+def queue_ns(kube_cluster, namespace):
+    kq.ensure_kueue()
+    kq.local_queue(kube_cluster, namespace)
+    return namespace
+
+
+def _sets(*sets: str) -> list[str]:
+    return [a for s in sets for a in ("--set", s)]
+
+
+def _submit(info, ns, runs, steps, delay, *sets):
+    rc, out, err = run_launcher(submit_args(ns, steps, delay, "--new", *_sets(*QUEUE, *sets)), info, runs)
+    assert rc == 0, out + err
+    return job_name(ns, steps, delay, *QUEUE, *sets)
+
+
+def _status(info, ns, runs, name) -> dict:
+    rc, out, err = run_launcher(["status", name, "-n", ns, "-o", "json"], info, runs)
+    assert rc == 0, out + err
+    return json.loads(out)
+
+
+def _uid(info, ns, kind, name) -> str:
+    return info.kubectl("get", kind, name, "-n", ns, "-o", "jsonpath={.metadata.uid}").stdout.strip()
+
+
+def _when(c: dict) -> dt.datetime:
+    return dt.datetime.fromisoformat(c["lastTransitionTime"].replace("Z", "+00:00"))
+
+
+def _pods(info, ns, job) -> list[str]:
+    return info.kubectl("get", "pods", "-n", ns, "-l", f"app.kubernetes.io/instance={job}", "-o", "name").stdout.split()
+
+
+@pytest.mark.parametrize("backend", ["pytorchjob", "rayjob"])
+def test_second_experiment_waits_for_quota_then_runs(kube_cluster, queue_ns, tmp_path, backend):
+    info, ns, runs = kube_cluster, queue_ns, tmp_path / "runs"
+    kind = "pytorchjobs" if backend == "pytorchjob" else "rayjobs"
+    first = _submit(info, ns, runs, 3, "30s", f"backend={backend}")
+    ks.wait_for(lambda: _status(info, ns, runs, first)["kueue"]["state"] == "Admitted", timeout=60,
+                what=f"{first} admitted")
+    second = _submit(info, ns, runs, 4, "5s", f"backend={backend}")
+    follower = launcher(["logs", second, "-n", ns, "--follow"], info, tmp_path / "follow-runs")
+
+    # the second is held by Kueue for quota, and every view says so
+    def queued_for_quota():
+        s = _status(info, ns, runs, second)
+        return s if s["state"]["phase"] == "Queued" and "nvidia.com/gpu" in (s["kueue"].get("message") or "") else None
+    st = ks.wait_for(queued_for_quota, timeout=60, what=f"{second} queued for GPU quota")
+    assert st["kueue"]["state"] == "Queued" and "quota" in st["kueue"]["message"], st["kueue"]
+    assert _status(info, ns, runs, first)["state"]["phase"] in ("Pending", "Running"), "first finished too soon"
+    rc, out, err = run_launcher(["status", second, "-n", ns], info, runs)
+    assert rc == 0 and "state: Queued" in out and f"LocalQueue {kq.LOCAL_QUEUE}" in out and "nvidia.com/gpu" in out, out
+    rc, out, err = run_launcher(["list", "-n", ns, "-o", "json"], info, runs)
+    phases = {r["name"]: r["state"]["phase"] for r in json.loads(out)["items"]}
+    assert phases[second] == "Queued" and phases[first] in ("Pending", "Running"), phases
+    assert _pods(info, ns, second) == [], "a queued job has no pods"
+
+    # wait goes through the queueing: the second is admitted only once the first finished, then succeeds
+    rc, out, err = run_launcher(["wait", second, "-n", ns, "--timeout", "240"], info, runs, timeout=300)
+    assert rc == 0, out + err
+    done = kq.condition(kq.workload(info, ns, _uid(info, ns, kind, first)), "Finished")
+    admitted = kq.condition(kq.workload(info, ns, _uid(info, ns, kind, second)), "Admitted")
+    assert done.get("status") == "True" and admitted.get("status") == "True", (done, admitted)
+    assert _when(admitted) >= _when(done), (done, admitted)
+    # `logs --follow`, started while the run was queued, said why it waited and followed it to the end
+    out, err = follower.communicate(timeout=120)
+    assert follower.returncode == 0, out + err
+    assert "queued: Queued" in err and "nvidia.com/gpu" in err, err
+    assert _status(info, ns, runs, first)["state"]["phase"] == "Succeeded"
+
+
+# the holder of the quota is a PyTorchJob in both cases (its KWOK pod runs for as long as it is told; a RayJob's
+# fake dashboard finishes it after 5 s); the job under test is of each backend
+@pytest.mark.parametrize("backend", ["pytorchjob", "rayjob"])
+def test_two_node_job_is_admitted_whole_or_not_at_all(kube_cluster, queue_ns, tmp_path, backend):
+    info, ns, runs = kube_cluster, queue_ns, tmp_path / "runs"
+    first = _submit(info, ns, runs, 3, "25s")  # 2 of the 3 GPUs
+    ks.wait_for(lambda: _status(info, ns, runs, first)["kueue"]["state"] == "Admitted", timeout=60, what="admitted")
+    gang = ("resources.nodes=2", "resources.gpus_per_node=1")  # 2 pods of 1 GPU: one would fit, both do not
+    second = _submit(info, ns, runs, 5, "5s", *gang, f"backend={backend}")
+    ks.wait_for(lambda: _status(info, ns, runs, second)["state"]["phase"] == "Queued", timeout=60, what="queued")
+    # while the first runs, no pod of the 2-node job exists: Kueue admits all its pods or none
+    while _status(info, ns, runs, first)["state"]["phase"] != "Succeeded":
+        assert _pods(info, ns, second) == [], "a pod of a partly-fitting gang was created"
+        time.sleep(1)
+    rc, out, err = run_launcher(["wait", second, "-n", ns, "--timeout", "180"], info, runs, timeout=240)
+    assert rc == 0, out + err
+    st = _status(info, ns, runs, second)
+    assert st["kueue"]["state"] == "Finished", st
+    # admitted whole: every pod set with all its pods (no partial admission)
+    wl = kq.workload(info, ns, _uid(info, ns, "pytorchjobs" if backend == "pytorchjob" else "rayjobs", second))
+    want = {ps["name"]: ps["count"] for ps in wl["spec"]["podSets"]}
+    got = {a["name"]: a["count"] for a in wl["status"]["admission"]["podSetAssignments"]}
+    assert got == want and sum(want.values()) >= 2, (want, got)
+
+
+@pytest.mark.parametrize("backend", ["pytorchjob", "rayjob"])
+def test_high_priority_preempts_low_priority_and_both_finish(kube_cluster, queue_ns, tmp_path, backend):
+    info, ns, runs = kube_cluster, queue_ns, tmp_path / "runs"
+    kq.priority_classes(info)
+    low = _submit(info, ns, runs, 3, "40s", "scheduling.priority_class=grpo-e2e-low")
+    ks.wait_for(lambda: _status(info, ns, runs, low)["state"]["phase"] == "Running", timeout=60, what="low running")
+    high = _submit(info, ns, runs, 4, "10s", "scheduling.priority_class=grpo-e2e-high", f"backend={backend}")
+
+    # the low one is pre-empted (suspended, its pods gone) and says why; the high one runs
+    def preempted():
+        s = _status(info, ns, runs, low)
+        return s if s["kueue"]["state"] == "Preempted" else None
+    st = ks.wait_for(preempted, timeout=60, what=f"{low} pre-empted")
+    assert st["state"]["phase"] == "Queued" and "Preempted" in st["kueue"]["reason"], st["kueue"]
+    rc, out, err = run_launcher(["status", low, "-n", ns], info, runs)
+    assert "Preempted" in out and "state: Queued" in out, out
+    rc, out, err = run_launcher(["wait", high, "-n", ns, "--timeout", "120"], info, runs, timeout=180)
+    assert rc == 0, out + err
+    # then the low one is admitted again and completes: wait is not fooled by the suspension
+    rc, out, err = run_launcher(["wait", low, "-n", ns, "--timeout", "240"], info, runs, timeout=300)
+    assert rc == 0, out + err
+    wl = kq.workload(info, ns, _uid(info, ns, "pytorchjobs", low))
+    assert kq.condition(wl, "Finished").get("status") == "True"
+    assert kq.condition(wl, "Requeued") or kq.condition(wl, "Preempted"), wl["status"]["conditions"]
+
+
+def test_doctor_follows_the_local_queue_to_its_cluster_queue(kube_cluster, queue_ns, tmp_path):
+    from launcher_helpers import CONFIG
+
+    rc, out, err = run_launcher(["doctor", CONFIG, "-n", queue_ns, *_sets(*QUEUE)], kube_cluster, tmp_path / "runs")
+    line = next((ln for ln in out.splitlines() if ln[2:].startswith("kueue")), "")
+    assert line.startswith("✓ kueue") and f"LocalQueue {kq.LOCAL_QUEUE} in {queue_ns} → ClusterQueue {kq.CLUSTER_QUEUE}" in line, out
