@@ -11,8 +11,8 @@ from launcher.metrics import LogParser, MetricsSink
 from launcher.report.attempts import attempts_section
 
 S = 1_000_000_000
-OLD = "2026-12-01T10:00:00Z/uid-a/000000"
-NEW = "2026-12-01T10:05:00Z/uid-b/000000"
+OLD = "2026-12-01T10:00:00Z/00000000000000000001/uid-a/000000"
+NEW = "2026-12-01T10:05:00Z/00000000000000000002/uid-b/000000"
 
 
 def test_the_entrypoint_line_round_trips():
@@ -43,7 +43,7 @@ def _lines(seed: int, steps, entry: str | None):
 
 
 def _observe(log: AttemptLog, order, pod, lines, t0, dt=10):
-    log.observe(order, pod, lines, [t0 + i * dt * S for i in range(len(lines))])
+    log.observe(f"{pod}/pytorch/{order}", order, pod, lines, [t0 + i * dt * S for i in range(len(lines))])
 
 
 def test_summary_of_an_evicted_and_resumed_run(tmp_path):
@@ -89,7 +89,7 @@ def test_a_single_fresh_attempt_adds_no_report_section(tmp_path):
 def test_a_recreated_pods_rows_win_even_when_the_old_pod_is_read_last(tmp_path):
     """The old pod had restarted twice (restartCount 2); the operator's replacement starts at 0 under a new uid.
     Its creation time orders it later, whichever log the follower happens to read first."""
-    old = "2026-12-01T10:00:00Z/uid-a/000002"
+    old = "2026-12-01T10:00:00Z/00000000000000000001/uid-a/000002"
     a = [r for r in simlog.expected_rows(steps=6, seed=1)]
     b = [r for r in simlog.expected_rows(steps=6, seed=2)]
     from launcher.metrics import StepRecord
@@ -109,3 +109,21 @@ def test_a_recreated_pods_rows_win_even_when_the_old_pod_is_read_last(tmp_path):
         assert by_step[s] == json.loads(json.dumps(a[s - 1]))
     meta = json.loads((tmp_path / "metrics.meta.json").read_text())
     assert meta["sink"]["stale"] == 3 and all(meta["step_attempt"][str(s)] == NEW for s in (4, 5, 6))
+
+
+def test_pods_created_in_the_same_second_are_ordered_by_their_first_log_line(tmp_path):
+    """An eviction answered at once: the replacement's creationTimestamp (whole seconds) equals the old pod's,
+    and its uid may sort first; the first line's time decides (seen on the local cluster)."""
+    from launcher.metrics import StepRecord
+
+    old = "2026-12-01T10:00:00Z/01764583200100000000/f49d-old/000000"
+    new = "2026-12-01T10:00:00Z/01764583200900000000/a7ca-new/000000"
+    with MetricsSink(tmp_path, fsync=False) as sink:
+        sink.add(StepRecord(6, {"a": 1.0}), attempt=old)
+        assert sink.add(StepRecord(6, {"a": 2.0}), attempt=new)
+        assert not sink.add(StepRecord(6, {"a": 1.0}), attempt=old)
+    assert json.loads((tmp_path / "metrics.jsonl").read_text()) == {"step": 6, "a": 2.0}
+    log = AttemptLog(tmp_path, interval=0)
+    _observe(log, new, "master-0", ["step:6 - a:2.0"], 10 * S)
+    _observe(log, old, "master-0", ["step:6 - a:1.0"], 1 * S)
+    assert [r["stream"] for r in summarise({"streams": log.streams})] == [old, new]

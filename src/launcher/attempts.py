@@ -8,7 +8,8 @@ Every start of the training driver prints one line (`launcher.entrypoint.resume.
     [entrypoint] attempt 4: already finished at global_step_25 (...); nothing to train (submit --new starts over)
 
 The follower (`launcher.follow`) hands every line of every container attempt (a *stream*: pod uid +
-restart count) to `AttemptLog.observe` with its kubelet timestamp; `runs/<job>/attempts.json` keeps,
+restart count, ordered by `<pod created>/<first line time>/<uid>/<restart>`) to `AttemptLog.observe`
+with its kubelet timestamp; `runs/<job>/attempts.json` keeps,
 per stream, its first and last line time, the entrypoint's line and the time of each logged step.
 `summarise` turns that into one row per attempt, in the order the containers were created:
 
@@ -75,11 +76,18 @@ class AttemptLog:
         self._dirty = False
         self._saved = 0.0
 
-    def observe(self, order: str, pod: str, lines: list[str], times: list[int]) -> None:
-        """Lines of one stream (`order`: its sortable attempt id) with their timestamps (epoch ns)."""
+    def first_ns(self, stream: str, ns: int) -> int:
+        """The time of `stream`'s first line: `ns` unless an earlier delivery (or a saved run) set it."""
         with self.lock:
-            s = self.streams.setdefault(order, {"pod": pod, "first_ns": None, "last_ns": None, "entry": None,
-                                                "steps": {}})
+            s = self.streams.get(stream)
+            return s["first_ns"] if s and s.get("first_ns") is not None else ns
+
+    def observe(self, stream: str, order: str, pod: str, lines: list[str], times: list[int]) -> None:
+        """Lines of one stream (a container attempt; `order`: its sortable id) with their timestamps (epoch ns)."""
+        with self.lock:
+            s = self.streams.setdefault(stream, {"pod": pod, "first_ns": None, "last_ns": None, "entry": None,
+                                                 "steps": {}})
+            s["order"] = order
             for text, ns in zip(lines, times):
                 if s["first_ns"] is None or ns < s["first_ns"]:
                     s["first_ns"] = ns
@@ -123,7 +131,8 @@ def _iso(ns: int | None) -> str | None:
 
 def summarise(doc: dict) -> list[dict]:
     """One row per attempt that logged an entrypoint line or a step, in container creation order."""
-    streams = [(k, s) for k, s in sorted((doc.get("streams") or {}).items()) if s.get("entry") or s.get("steps")]
+    streams = sorted(((s.get("order") or k, s) for k, s in (doc.get("streams") or {}).items()
+                      if s.get("entry") or s.get("steps")), key=lambda ks: ks[0])
     gaps = []
     for _, s in streams:
         steps = sorted((int(k), v) for k, v in s["steps"].items())

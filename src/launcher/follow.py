@@ -178,11 +178,12 @@ class PodFollower(threading.Thread):
     def key(self, attempt: int) -> str:
         return f"{self.pod_name}/{self.container}/{self.uid}/{attempt}"
 
-    def order(self, attempt: int) -> str:
-        """Sortable id of one container attempt: `<pod created>/<uid>/<restart>`. A pod the operator recreates
-        (eviction, node loss) restarts its count at 0 under a new uid; its creation time keeps it later."""
+    def order(self, attempt: int, first_ns: int) -> str:
+        """Sortable id of one container attempt: `<pod created>/<first line, epoch ns>/<uid>/<restart>`. A pod the
+        operator recreates (eviction, node loss) restarts its count at 0 under a new uid; its creation time, and
+        within the same second (creationTimestamp has whole seconds) its first log line, keep it later."""
         created = (self.pod.get("metadata") or {}).get("creationTimestamp") or ""
-        return f"{created}/{self.uid}/{attempt:06d}"
+        return f"{created}/{first_ns:020d}/{self.uid}/{attempt:06d}"
 
     # the thread -------------------------------------------------------------------------------
 
@@ -470,11 +471,13 @@ class LogFollower:
             if self.sink is not None:
                 parser = pf.parsers.setdefault(attempt, LogParser())
                 recs = parser.feed_lines(lines)
+                stream = pf.key(attempt)
+                order = pf.order(attempt, self.attempts.first_ns(stream, times[0] if times else 0))
                 if times is not None:
-                    self.attempts.observe(pf.order(attempt), pf.short, lines, times)
+                    self.attempts.observe(stream, order, pf.short, lines, times)
                 if recs:
                     # ordered across pods: a recreated pod's re-logged steps replace the old pod's
-                    self.rows += self.sink.add_many(recs, attempt=pf.order(attempt))
+                    self.rows += self.sink.add_many(recs, attempt=order)
                     self.on_records(recs)
             with self.state.lock:
                 self.state.files[fname] = size

@@ -19,7 +19,7 @@ File contract (see ARCHITECTURE.md "Run directory"):
   *earlier* attempt (re-reading an old container's log) is ignored and counted as `stale`.
 - **Attempts** are opaque ids (`int` or `str`) supplied by the caller, e.g. the container's
   `restartCount` or `f"{pod_uid}/{restart_count}"`. Two ints compare numerically; two strings that
-  both begin with an RFC 3339 time (the follower's `<pod created>/<uid>/<restart>`, so a pod recreated
+  both begin with an RFC 3339 time (the follower's `<pod created>/<first line ns>/<uid>/<restart>`, so a pod recreated
   after an eviction or node loss is later than the one it replaces) compare as text; otherwise the
   attempt first seen later (persisted order in `meta["attempts"]`) is the later one.
 - `metrics.csv` (union of columns, first-seen order, `step` first) and `metrics.meta.json` are
