@@ -62,7 +62,7 @@ def test_dry_run_prints_the_shared_verl_command(capsys, name):
     assert env["XDG_CACHE_HOME"] == "/home/verl/.cache"
     assert env["TRITON_CACHE_DIR"] == "/home/verl/.cache/triton"
     assert env["RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES"] == str(8 << 30)  # half of a 16 GiB /dev/shm
-    assert env["VERL_FILE_LOGGER_PATH"].startswith(f"/workspace/checkpoints/verl_grpo_gsm8k/{name}/metrics/")
+    assert env["VERL_FILE_LOGGER_PATH"].startswith(f"/workspace/checkpoints/verl_grpo_gsm8k/{spec.job_name}/metrics/")
     assert env["VERL_FILE_LOGGER_PATH"].endswith(".jsonl")
     assert list(env) == sorted(env)
     assert "HF_HUB_OFFLINE" not in env and "RAY_AUTH_MODE" not in env
@@ -75,8 +75,11 @@ def test_dry_run_exp4_differs_from_exp3_only_where_the_config_does(capsys):
     a, b = set(shlex.split(_command(out3))), set(shlex.split(_command(out4)))
     assert b - a == {
         "data.max_response_length=512", "actor_rollout_ref.rollout.n=4", "trainer.experiment_name=grpo-exp4",
-        "trainer.default_local_dir=/workspace/checkpoints/verl_grpo_gsm8k/grpo-exp4",
+        f"trainer.default_local_dir=/workspace/checkpoints/verl_grpo_gsm8k/{load_spec(REPO / 'configs' / 'grpo-exp4.yaml').job_name}",
     }
+    assert a - b == {f"trainer.default_local_dir=/workspace/checkpoints/verl_grpo_gsm8k/"
+                     f"{load_spec(REPO / 'configs' / 'grpo-exp3.yaml').job_name}", "data.max_response_length=256",
+                     "actor_rollout_ref.rollout.n=2", "trainer.experiment_name=grpo-exp3"}
 
 
 def test_secrets_are_redacted(capsys, tmp_path):
@@ -174,7 +177,7 @@ def test_multinode_worker_joins_the_master(capsys, tmp_path):
     env = _env(out)
     assert env["RAY_AUTH_MODE"] == "token"  # a shared token in the pod switches token auth on
     # verl's TaskRunner (which writes the metrics file) may be placed on a worker's raylet
-    assert env["VERL_FILE_LOGGER_PATH"].startswith("/workspace/checkpoints/verl_grpo_gsm8k/grpo-exp3/metrics/")
+    assert env["VERL_FILE_LOGGER_PATH"].startswith(f"{load_spec(_multinode(tmp_path)).checkpoint_path}/metrics/")
 
 
 def test_multinode_without_operator_env_is_a_clear_error(capsys, tmp_path):

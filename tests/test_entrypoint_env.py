@@ -80,7 +80,7 @@ def test_env_for_single_node_defaults():
         "XDG_CACHE_HOME": "/home/verl/.cache",
         "TRITON_CACHE_DIR": "/home/verl/.cache/triton",
         "TOKENIZERS_PARALLELISM": "false",
-        "VERL_FILE_LOGGER_PATH": "/workspace/checkpoints/verl_grpo_gsm8k/grpo-exp3/metrics/20260101T000000Z.jsonl",
+        "VERL_FILE_LOGGER_PATH": f"/workspace/checkpoints/verl_grpo_gsm8k/{SPEC.job_name}/metrics/20260101T000000Z.jsonl",
         "RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES": str(8 << 30),
     }
 

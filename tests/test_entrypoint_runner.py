@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from entrypoint_support import standin_config
+from launcher.config import load_spec
 from launcher.entrypoint.runner import Child, exit_status, run_child
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,8 +62,9 @@ def test_child_exit_code_propagates(tmp_path):
     assert "[entrypoint] role=single-node" in text
     assert "[entrypoint] starting verl: " in text
     assert "[entrypoint] verl exited with status 3" in text
-    # the entrypoint created the experiment's checkpoint directory and ran the child there
-    assert (tmp_path / "ckpt" / "verl_grpo_gsm8k" / "grpo-exp3" / "metrics").is_dir()
+    # the entrypoint created the run's checkpoint directory (per job name) and ran the child there
+    assert (Path(load_spec(standin_config(tmp_path)).checkpoint_path) / "metrics").is_dir()
+    assert "[entrypoint] attempt 1: starting fresh (no checkpoint yet); steps lost: 0" in text
 
 
 @pytest.mark.timeout(60)

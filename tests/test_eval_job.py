@@ -268,11 +268,13 @@ def test_training_saves_at_the_last_step_and_never_resumes_silently():
     # save_freq null → total_training_steps: exactly one checkpoint, at the end (verl saves when
     # save_freq > 0 and (last step or step % save_freq == 0); its own default -1 saves nothing).
     assert spec.trainer.save_freq is None and ov["trainer.save_freq"] == str(spec.trainer.total_training_steps)
-    # The trap (notes/verl.md §0.4): verl's default resume_mode=auto reads latest_checkpointed_iteration.txt,
-    # so a second 25-step run of the same experiment would resume at step 25 and train nothing.
-    assert spec.trainer.resume_mode == "disable" and ov["trainer.resume_mode"] == "disable"
+    # The trap (notes/verl.md §0.4): verl's own resume_mode=auto reads latest_checkpointed_iteration.txt
+    # unchecked, so a second 25-step run of the same experiment would resume at step 25 and train nothing.
+    # The launcher's `auto` is decided by the entrypoint (entrypoint.resume); verl is given `disable` (fresh) or
+    # `resume_path` with a checked directory, never its own `auto`.
+    assert spec.trainer.resume_mode == "auto" and ov["trainer.resume_mode"] == "disable"
     assert load_spec(EXP3, ["trainer.save_freq=5"]).trainer.effective_save_freq == 5
-    # Per-experiment directory: two experiments never share checkpoints.
-    assert spec.checkpoint_path == "/workspace/checkpoints/verl_grpo_gsm8k/grpo-exp3"
-    assert load_spec(EXP3, ["name=other"]).checkpoint_path.endswith("/other")
-    assert json.dumps(spec.model_dump(mode="json")["trainer"]["resume_mode"]) == '"disable"'
+    # Per-run directory (job name with its config hash): two configs never share checkpoints.
+    assert spec.checkpoint_path == f"/workspace/checkpoints/verl_grpo_gsm8k/{spec.job_name}"
+    assert load_spec(EXP3, ["name=other"]).checkpoint_path.endswith("/other-" + load_spec(EXP3, ["name=other"]).config_hash())
+    assert json.dumps(spec.model_dump(mode="json")["trainer"]["resume_mode"]) == '"auto"'

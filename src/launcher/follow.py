@@ -178,6 +178,13 @@ class PodFollower(threading.Thread):
     def key(self, attempt: int) -> str:
         return f"{self.pod_name}/{self.container}/{self.uid}/{attempt}"
 
+    def order(self, attempt: int, first_ns: int) -> str:
+        """Sortable id of one container attempt: `<pod created>/<first line, epoch ns>/<uid>/<restart>`. A pod the
+        operator recreates (eviction, node loss) restarts its count at 0 under a new uid; its creation time, and
+        within the same second (creationTimestamp has whole seconds) its first log line, keep it later."""
+        created = (self.pod.get("metadata") or {}).get("creationTimestamp") or ""
+        return f"{created}/{first_ns:020d}/{self.uid}/{attempt:06d}"
+
     # the thread -------------------------------------------------------------------------------
 
     def run(self) -> None:
@@ -323,6 +330,7 @@ class PodFollower(threading.Thread):
     def _handle(self, attempt: int, pos: Position, replay: Counter, lines: list[bytes]) -> None:
         """Dedupe at the mark, append to the raw log, feed metrics, then record the new position."""
         out: list[str] = []
+        times: list[int] = []
         for raw in lines:
             if raw.endswith(b"\r"):
                 raw = raw[:-1]
@@ -344,8 +352,9 @@ class PodFollower(threading.Thread):
                     pos.at_mark = Counter({text: 1})
                     replay.clear()
             out.append(text)
+            times.append(ns)
         if out:
-            self.owner.deliver(self, attempt, out, pos)
+            self.owner.deliver(self, attempt, out, pos, times)
 
 
 def transient(exc: ClusterError) -> bool:
@@ -423,9 +432,11 @@ class LogFollower:
         self.refused: ApiError | None = None  # a pod's log was refused (401/403): run() stops and raises it
         self.sink = None
         if metrics:
+            from launcher.attempts import AttemptLog
             from launcher.metrics import MetricsSink
 
             self.sink = MetricsSink(run_dir.path, derived_interval_s=5.0)
+            self.attempts = AttemptLog(run_dir.path)
 
     # called by PodFollower threads -----------------------------------------------------------
 
@@ -439,7 +450,8 @@ class LogFollower:
             self._notices.add(msg)
             self.on_notice(msg)
 
-    def deliver(self, pf: PodFollower, attempt: int, lines: list[str], pos: Position) -> None:
+    def deliver(self, pf: PodFollower, attempt: int, lines: list[str], pos: Position,
+                times: list[int] | None = None) -> None:
         """Raw log first (flushed), then metrics, then the position: a crash between steps re-reads, never skips."""
         from launcher.metrics import LogParser
 
@@ -464,8 +476,13 @@ class LogFollower:
             if self.sink is not None:
                 parser = pf.parsers.setdefault(attempt, LogParser())
                 recs = parser.feed_lines(lines)
+                stream = pf.key(attempt)
+                order = pf.order(attempt, self.attempts.first_ns(stream, times[0] if times else 0))
+                if times is not None:
+                    self.attempts.observe(stream, order, pf.short, lines, times)
                 if recs:
-                    self.rows += self.sink.add_many(recs, attempt=attempt)
+                    # ordered across pods: a recreated pod's re-logged steps replace the old pod's
+                    self.rows += self.sink.add_many(recs, attempt=order)
                     self.on_records(recs)
             with self.state.lock:
                 self.state.files[fname] = size
@@ -599,6 +616,7 @@ class LogFollower:
             if self.sink is not None:
                 self.sink.close()
                 self.sink = None
+                self.attempts.save(force=True)
             if self._lock_fd is not None:
                 import os
 

@@ -352,6 +352,7 @@ def _pod_parts(
     command: list | None,
     restart_policy: str,
     component: Component,
+    extra_env: tuple[dict, ...] = (),
 ) -> PodParts:
     res = spec.resources
     pod_sec, ctr_sec = _security(spec)
@@ -395,7 +396,7 @@ def _pod_parts(
         # emptyDir and shared claims behave the same and workers never wait on the head.
         init_command=[*ENTRYPOINT, "--prepare-data-only"],
         init_resources=_init_resources(spec, resources),
-        env=_env_vars(spec),
+        env=[*_env_vars(spec), *extra_env],
         resources=resources,
         volume_mounts=mounts,
         volumes=volumes,
@@ -444,19 +445,25 @@ def pytorchjob_restart_policy(spec: ExperimentSpec) -> str:
     backoffLimit (`core.PastBackoffLimit`); with `Never` a failed pod fails the job whatever the limit. ExitCode
     recreates the pod instead, with a restart count of 0, so a container that is OOM-killed every time would be
     retried forever. OnFailure restarts the container in place (the kubelet's back-off between tries) and
-    stops at the limit. A restarted trainer starts over unless trainer.resume_mode resumes it.
+    stops at the limit. A restarted trainer resumes from its newest complete checkpoint (trainer.resume_mode auto).
     """
     return "OnFailure" if spec.run_policy.backoff_limit > 0 else "Never"
 
 
 def render(spec: ExperimentSpec, *, component: Component = "trainer", gitops: bool = False,
-           entry_args: tuple[str, ...] = (), instance: str | None = None) -> list[dict]:
+           entry_args: tuple[str, ...] = (), instance: str | None = None,
+           start_over: str | None = None) -> list[dict]:
     """Render the objects of one run, in apply order: PVC, ConfigMap, then the job.
 
     gitops=True drops TTL self-deletion, which a GitOps controller would fight by recreating
     (and so re-running) a job that deleted itself. `instance` overrides the job name (the
     evaluation job's name also hashes which models it evaluates: `labels.eval_job_name`).
+    `start_over` (`submit --new`'s token) sets `LAUNCHER_START_OVER` in every pod: the run's
+    entrypoint then sets the checkpoint directory's earlier contents aside once (`entrypoint.resume`).
     """
+    from launcher.entrypoint.resume import START_OVER_ENV
+
+    extra_env = ({"name": START_OVER_ENV, "value": start_over},) if start_over else ()
     instance = instance or L.job_name(spec, component)
     labels = L.common_labels(spec, component, instance)
     namespace = spec.scheduling.namespace
@@ -484,7 +491,7 @@ def render(spec: ExperimentSpec, *, component: Component = "trainer", gitops: bo
     if spec.backend == "pytorchjob":
         restart = pytorchjob_restart_policy(spec)
         gpu_pod = _pod_parts(spec, instance=instance, configmap=cm, gpu=True, command=command,
-                             restart_policy=restart, component=component)
+                             restart_policy=restart, component=component, extra_env=extra_env)
         job = _render_template(
             "pytorchjob.yaml.j2", **{**common, "workers": spec.resources.nodes - 1},
             gpu_pod=gpu_pod,
@@ -495,9 +502,9 @@ def render(spec: ExperimentSpec, *, component: Component = "trainer", gitops: bo
         )
     else:
         gpu_pod = _pod_parts(spec, instance=instance, configmap=cm, gpu=True, command=None,
-                             restart_policy="Never", component=component)
+                             restart_policy="Never", component=component, extra_env=extra_env)
         head_pod = _pod_parts(spec, instance=instance, configmap=cm, gpu=False, command=None,
-                              restart_policy="Never", component=component)
+                              restart_policy="Never", component=component, extra_env=extra_env)
         job = _render_template(
             "rayjob.yaml.j2", **{**common, "workers": spec.resources.nodes},
             entrypoint=shlex.join([*ENTRYPOINT, *entry_args]),

@@ -189,12 +189,15 @@ class TrainerSpec(_Model):
     )
     checkpoint_dir: AbsPath = Field(
         "/workspace/checkpoints",
-        description="Checkpoint root; each experiment writes to <checkpoint_dir>/<project_name>/<name>.",
+        description="Checkpoint root on the run's volume; each run writes to <checkpoint_dir>/<project_name>/<job "
+        "name>, the job name carrying the config hash, so two different configs never share a directory.",
     )
-    resume_mode: Literal["disable", "auto", "resume_path"] = Field(
-        "disable",
-        description="disable: always start fresh (a new run is never a silent no-op); auto: resume from the "
-        "experiment's latest checkpoint (for operator retries); resume_path: from resume_from_path.",
+    resume_mode: Literal["auto", "disable", "resume_path"] = Field(
+        "auto",
+        description="auto: the entrypoint decides on every start: a restarted pod of this run resumes from its newest "
+        "complete checkpoint (every rank's shard present), a new run starts fresh, and a rerun of a finished run "
+        "exits 0 without training (`submit --new` starts over); verl itself is never given its own unchecked "
+        "`auto`. disable: always train from step 0. resume_path: from resume_from_path.",
     )
     resume_from_path: AbsPath | None = Field(None, description="A global_step_N directory, with resume_mode=resume_path.")
     max_actor_ckpt_to_keep: int | None = Field(None, ge=1, le=100_000, description="Rotate old checkpoints (null: keep all).")
@@ -540,8 +543,9 @@ class ExperimentSpec(_Model):
 
     @property
     def checkpoint_path(self) -> str:
-        """Per-experiment checkpoint directory: runs never resume from another experiment's steps."""
-        return f"{self.trainer.checkpoint_dir}/{self.trainer.project_name}/{self.name}"
+        """Per-run checkpoint directory (`<checkpoint_dir>/<project_name>/<job name>`): the job name carries the
+        config hash, so a run resumes only its own steps and two different configs never share a directory."""
+        return f"{self.trainer.checkpoint_dir}/{self.trainer.project_name}/{self.job_name}"
 
     @property
     def loggers(self) -> list[str]:

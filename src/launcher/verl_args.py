@@ -60,6 +60,7 @@ def verl_overrides(
     experiment_name: str | None = None,
     checkpoint_dir: str | None = None,
     ray_num_cpus: int | None = None,
+    resume_from: str | None = None,
 ) -> list[str]:
     """Build verl's override list for `spec`.
 
@@ -67,6 +68,11 @@ def verl_overrides(
     decoding, verl's defaults for `val_kwargs`) on `data.val_files`, for `model` (a merged
     checkpoint or the base model). `ray_num_cpus` pins Ray's CPU count to the container's limit
     (single-node pods only; verl passes it to `ray.init`, which refuses it when joining a cluster).
+
+    `resume_from` is the entrypoint's decision for `trainer.resume_mode: auto` (`entrypoint.resume`): a
+    complete `global_step_N` directory of this run becomes verl's `resume_mode=resume_path`, and None
+    becomes `disable`. verl never gets its own `auto`, which trusts the tracker file without checking
+    that every rank's shard is there and would retrain nothing on a rerun of a finished run.
     """
     a, d, r, act, t, res = spec.algorithm, spec.data, spec.rollout, spec.actor, spec.trainer, spec.resources
     pairs: list[tuple[str, object]] = [
@@ -131,10 +137,13 @@ def verl_overrides(
             ("trainer.val_before_train", t.val_before_train),
             ("trainer.test_freq", t.test_freq),
             ("trainer.save_freq", t.effective_save_freq),
-            ("trainer.resume_mode", t.resume_mode),
         ]
         if t.resume_mode == "resume_path":
-            pairs.append(("trainer.resume_from_path", t.resume_from_path))
+            pairs += [("trainer.resume_mode", "resume_path"), ("trainer.resume_from_path", t.resume_from_path)]
+        elif t.resume_mode == "auto" and resume_from:
+            pairs += [("trainer.resume_mode", "resume_path"), ("trainer.resume_from_path", resume_from)]
+        else:
+            pairs.append(("trainer.resume_mode", "disable"))
     if ray_num_cpus is not None:
         pairs.append(("ray_kwargs.ray_init.num_cpus", ray_num_cpus))
     return [f"{key}={hydra_value(value)}" for key, value in pairs]

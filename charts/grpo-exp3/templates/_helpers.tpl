@@ -143,7 +143,8 @@ Pod template (templates/_pod.j2 with render._pod_parts). Argument: dict with
 {{- $env = append $env (dict "name" "NCCL_SOCKET_IFNAME" "value" .) -}}
 {{- end -}}
 {{- /* on the pod, not only by the entrypoint: Ray workers on other pods inherit the pod's env */ -}}
-{{- $ckpt := printf "%s/%s/%s" $s.trainer.checkpoint_dir $s.trainer.project_name $s.name -}}
+{{- /* the run's checkpoint directory (ExperimentSpec.checkpoint_path): per job name, so per config hash */ -}}
+{{- $ckpt := printf "%s/%s/%s" $s.trainer.checkpoint_dir $s.trainer.project_name (include "grpo-exp3.jobName" $root) -}}
 {{- $env = concat $env (list
   (dict "name" "HF_HOME" "value" $s.model.cache_dir)
   (dict "name" "RAY_COLOR_PREFIX" "value" "0")

@@ -17,13 +17,14 @@ INTERESTING = {"FailedScheduling", "Failed", "BackOff", "Evicted", "OOMKilling",
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", metavar="NAME", help="job name, or experiment name (its newest run)")
-    add_cluster_arguments(parser, runs_dir=False)
+    add_cluster_arguments(parser)  # --runs-dir: the attempts the follower saw (runs/<job>/attempts.json)
     parser.add_argument("--events", type=int, default=15, metavar="N", help="show the last N events (default 15)")
     add_output_argument(parser, "the run, its pods and events")
 
 
 def run(args: argparse.Namespace) -> int:
     from launcher.commands._cluster import connect
+    from launcher.attempts import describe
     from launcher.commands._common import check_format
     from launcher.kube import jobs as J
 
@@ -32,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     ref = J.find_run(kube, args.name)
     state = J.job_state(ref.backend, ref.obj)
     if fmt:
-        return _emit(kube, ref, state, args.events, fmt)
+        return _emit(kube, ref, state, args.events, fmt, _attempts(ref.name, args.runs_dir))
     md = ref.obj.get("metadata") or {}
     print(f"{ref.resource.kind} {ref.name}  namespace {kube.namespace}  experiment {ref.experiment or '-'}  "
           f"age {J.age(md.get('creationTimestamp'))}")
@@ -67,6 +68,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"    ! {problem}")
         if p["metadata"]["name"] in placement:
             print(f"    ! {placement[p['metadata']['name']]}")
+    attempts = _attempts(ref.name, args.runs_dir)
+    if len(attempts) > 1 or any(a["action"] != "fresh" for a in attempts):
+        print(f"attempts ({len(attempts)}, as followed into runs/{ref.name}/):")
+        for a in attempts:
+            print(f"  {describe(a)}")
     shown = _events(kube, ref, pods, args.events)
     if shown:
         print("events:")
@@ -108,6 +114,14 @@ def _placement(kube, pods: list[dict]) -> dict[str, str]:
     return out
 
 
+def _attempts(job: str, runs_dir: str | None) -> list[dict]:
+    """The run's attempts from its run directory (`launcher.attempts`); [] when it was never followed here."""
+    from launcher.attempts import load, summarise
+    from launcher.runs import RunDir
+
+    return summarise(load(RunDir.of(job, runs_dir).path))
+
+
 def _queue(kube, ref) -> dict | None:
     """For a run sent to a Kueue LocalQueue: its Workload's admission (state, reason, ClusterQueue, flavors)."""
     from launcher import labels as L
@@ -147,7 +161,7 @@ def _events(kube, ref, pods: list[dict], last: int) -> list[dict]:
     return [e for e in events if e.get("type") == "Warning" or e.get("reason") in INTERESTING][-last:] if last > 0 else []
 
 
-def _emit(kube, ref, state, last_events: int, fmt: str) -> int:
+def _emit(kube, ref, state, last_events: int, fmt: str, attempts: list[dict]) -> int:
     """`-o json|yaml`: the Run shape plus conditions, pods and events (launcher.commands._common)."""
     from launcher.commands._common import emit, run_object
     from launcher.kube import jobs as J
@@ -179,5 +193,6 @@ def _emit(kube, ref, state, last_events: int, fmt: str) -> int:
         "count": e.get("count") or 1,
         "message": " ".join((e.get("message") or "").split()),
     } for e in _events(kube, ref, pods, last_events)]
+    out["attempts"] = attempts
     emit(out, fmt)
     return 0

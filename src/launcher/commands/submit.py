@@ -42,7 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "created suspended for Kueue to admit; refused before anything is created if the "
                              "LocalQueue does not exist")
     parser.add_argument("--new", action="store_true",
-                        help="start a run even if the experiment already has one with a different config")
+                        help="start a run even if the experiment already has one with a different config, and "
+                             "start this config over: its pods set the checkpoint directory's earlier contents "
+                             "(checkpoints, the finished marker) aside instead of resuming or skipping a finished run")
     add_watchdog_arguments(parser)
     from launcher.export.targets import add_export_arguments
 
@@ -68,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput("--mlflow/--tensorboard: expected --follow with them (or use `launcher export RUN_DIR` later)")
     from launcher.render import render, to_yaml
 
-    objects = render(spec)
+    # --new: a token the run's entrypoint has not seen makes it start over once (entrypoint.resume.start_over)
+    objects = render(spec, start_over=start_over_token() if args.new else None)
     if args.dry_run == "client":
         print(to_yaml(objects), end="")
         return 0
@@ -141,6 +144,13 @@ def _submit(args, spec, objects, *, pinned_images=None, relaunched_from=None) ->
                             export=export)
     deleted = deleted_exit(watch)
     return deleted if deleted is not None else _exit_for(result.state, err)
+
+
+def start_over_token() -> str:
+    """`submit --new`'s token: its UTC time, unique per submission of a run."""
+    import time
+
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
 
 
 def display_mode(logs: bool, stdout) -> str:

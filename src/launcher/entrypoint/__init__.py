@@ -7,6 +7,8 @@ Modules:
   period then SIGKILL, 128+N exit statuses);
 - `ray_cluster`: the multi-node PyTorchJob bootstrap (Ray head on rank 0, workers on the others,
   exit status handed to the workers through the GCS key-value store);
+- `resume`: the resume decision on every start (fresh, resume from the newest complete checkpoint of
+  this run, or already finished), the attempt record and the finished marker on the run's volume;
 - `gsm8k`: GSM8K in verl's parquet schema;
 - `smoke`, `smoke_checks`, `smoke_dist`: the smoke workload (`workload: smoke`), run in verl's place
   in the same pods and roles; `nccl_check`: the NCCL (or gloo) all-reduce over every GPU, also a CLI.

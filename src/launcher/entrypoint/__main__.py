@@ -13,6 +13,11 @@ verl and Ray need in a pod (`environment.env_for`) and runs
 `--mode eval --baseline/--checkpoint` runs the GSM8K before/after evaluation (`evaluate`): merge
 the checkpoint, then one validation-only verl run per model behind `[eval]` marker lines.
 
+Training decides on every start whether it resumes (`resume`): the driver's pod prints one
+`[entrypoint] attempt N: ...` line, starts verl fresh or with `resume_path` to the newest complete
+checkpoint of this run, and after verl exits 0 leaves the finished marker; a start of a finished run
+exits 0 without training. `--dry-run` prints the decision it would make now.
+
 Exit status: 2 for a bad config or environment, else verl's status (128+N if signal N killed it).
 `LAUNCHER_CHILD_CMD` (a shell-quoted command) replaces verl's command line: a hook for tests and
 for debugging a pod's runtime; it is printed by `--dry-run` like the real command.
@@ -32,6 +37,7 @@ from launcher.config import load_spec
 from launcher.entrypoint import environment as E
 from launcher.entrypoint import evaluate as EV
 from launcher.entrypoint import ray_cluster as R
+from launcher.entrypoint import resume as RESUME
 from launcher.entrypoint import smoke as SMOKE
 from launcher.entrypoint import tracking as TR
 from launcher.entrypoint.runner import DEFAULT_GRACE_S, log, run_child
@@ -79,14 +85,17 @@ def detect_role(spec: ExperimentSpec, env: Mapping[str, str], *, lenient: bool =
 
 
 def verl_argv(spec: ExperimentSpec, role: E.Role, *, cpus: int, mode: str, model: str | None,
-              env: Mapping[str, str]) -> list[str]:
-    """The trainer's command line: verl with the shared override list (or LAUNCHER_CHILD_CMD)."""
+              env: Mapping[str, str], resume_from: str | None = None) -> list[str]:
+    """The trainer's command line: verl with the shared override list (or LAUNCHER_CHILD_CMD).
+
+    `resume_from`: the resume decision's global_step_N directory (`entrypoint.resume`), or None."""
     custom = env.get(CHILD_CMD_ENV)
     if custom:
         return shlex.split(custom)
     # Only a pod that starts its own local Ray pins the CPU count; ray.init refuses it when attaching.
     ray_num_cpus = cpus if role == "single-node" else None
-    return [*VERL_COMMAND, *verl_overrides(spec, mode=mode, model=model, ray_num_cpus=ray_num_cpus)]
+    return [*VERL_COMMAND, *verl_overrides(spec, mode=mode, model=model, ray_num_cpus=ray_num_cpus,
+                                           resume_from=resume_from)]
 
 
 def attempt_id(env: Mapping[str, str]) -> str:
@@ -176,8 +185,17 @@ def main(argv: Sequence[str] | None = None, *, container_env: Mapping[str, str] 
         # The multi-node head runs the whole evaluation sequence as its one child, attached to Ray.
         child_argv = EV.driver_argv(args.config, baseline=args.baseline, checkpoint=args.checkpoint)
 
+    trains = not smoke and not eval_plan and args.mode == "train" and role != "ray-worker"
     if args.dry_run:
+        preview = None
+        if trains:  # what a start would decide now, read from the volume without writing to it
+            preview = RESUME.decide(spec)
+            if preview.action == "resume":
+                child_argv = verl_argv(spec, role, cpus=probe.cpus, mode=args.mode, model=args.model, env=env,
+                                       resume_from=preview.path)
         print(dry_run_text(spec, role, topo, child_argv, delta, env, probe.cpus, settings), flush=True)
+        if preview is not None:
+            print(f"# resume (trainer.resume_mode {spec.trainer.resume_mode})\n{preview.line()}", flush=True)
         if eval_plan:
             print(EV.plan_text(spec, targets, env=env, ray_num_cpus=ray_num_cpus), flush=True)
         return 0
@@ -192,12 +210,22 @@ def main(argv: Sequence[str] | None = None, *, container_env: Mapping[str, str] 
     if args.prepare_data_only:
         return 0
 
+    # The pod that runs verl's driver decides, on every start, whether this run resumes (entrypoint.resume).
+    decision = None
+    if trains:
+        decision = RESUME.begin(spec, env, log=log)
+        if decision.action == "finished":
+            return 0
+        child_argv = verl_argv(spec, role, cpus=probe.cpus, mode=args.mode, model=args.model, env=env,
+                               resume_from=decision.path if decision.action == "resume" else None)
+
     if role != "ray-worker" and not eval_plan and args.mode == "train":
         # The process that runs verl's driver (or the smoke driver) chooses the tracking run once per attempt.
         tracked = TR.tracking_env(spec, attempt=attempt, log=log)
         delta.update(tracked)
         if not smoke and not env.get(CHILD_CMD_ENV):
             child_argv = [*child_argv, *TR.ray_overrides(tracked)]
+
     full_env = {**env, **delta}
     os.environ.update(delta)  # this process too talks to Ray (GCS client) with the same settings
     cwd = _workdir(spec, delta)  # on workers too: verl's TaskRunner may write the metrics file there
@@ -208,14 +236,19 @@ def main(argv: Sequence[str] | None = None, *, container_env: Mapping[str, str] 
                             companion_argv=child_argv if smoke else None, grace_s=grace)
     if role == "ray-head":
         assert topo is not None
-        return R.run_head(topo, settings, env=full_env, cpus=probe.cpus, gpus_per_node=spec.resources.gpus_per_node,
+        code = R.run_head(topo, settings, env=full_env, cpus=probe.cpus, gpus_per_node=spec.resources.gpus_per_node,
                           child_argv=child_argv, child_cwd=cwd, grace_s=grace)
+        if decision is not None:
+            RESUME.finish(spec, decision, code, log=log)
+        return code
     if eval_plan:
         return _evaluate(spec, args, full_env, grace=grace, ray_num_cpus=ray_num_cpus, cwd=cwd)
     what = "the smoke workload" if smoke else "verl"
     log(f"starting {what}: {shlex.join(child_argv)}")
     code = run_child(child_argv, full_env, name="smoke" if smoke else "trainer", grace_s=grace, cwd=cwd)
     log(f"{what} exited with status {code}")
+    if decision is not None:
+        RESUME.finish(spec, decision, code, log=log)
     return code
 
 

@@ -18,7 +18,9 @@ File contract (see ARCHITECTURE.md "Run directory"):
   and `meta["relogged"]` records `{step, previous_attempt, attempt}`. A differing row from an
   *earlier* attempt (re-reading an old container's log) is ignored and counted as `stale`.
 - **Attempts** are opaque ids (`int` or `str`) supplied by the caller, e.g. the container's
-  `restartCount` or `f"{pod_uid}/{restart_count}"`. Two ints compare numerically; otherwise the
+  `restartCount` or `f"{pod_uid}/{restart_count}"`. Two ints compare numerically; two strings that
+  both begin with an RFC 3339 time (the follower's `<pod created>/<first line ns>/<uid>/<restart>`, so a pod recreated
+  after an eviction or node loss is later than the one it replaces) compare as text; otherwise the
   attempt first seen later (persisted order in `meta["attempts"]`) is the later one.
 - `metrics.csv` (union of columns, first-seen order, `step` first) and `metrics.meta.json` are
   derived files, written atomically (temp + rename) at `close()`, after any rewrite, and at most
@@ -32,6 +34,7 @@ import csv
 import json
 import math
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -43,6 +46,7 @@ CSV = "metrics.csv"
 META = "metrics.meta.json"
 
 Attempt = int | str
+_TIMED = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")  # an attempt id that starts with its time
 _NONFINITE_TEXT = {math.inf: "inf", -math.inf: "-inf"}
 
 
@@ -233,6 +237,8 @@ class MetricsSink:
         if old is None or new == old:
             return True
         if type(new) is int and type(old) is int:
+            return new > old
+        if type(new) is str and type(old) is str and _TIMED.match(new) and _TIMED.match(old):
             return new > old
         if old not in self._attempts:
             return True

@@ -7,6 +7,7 @@
 - `plots`, `markdown`: PNGs and `report.md`
 - `compare`: several runs side by side
 - `evaluation`: the GSM8K base-vs-trained section (eval.json), registered in `SECTION_PROVIDERS`
+- `attempts`: the attempts-and-restarts section (attempts.json), registered in `SECTION_PROVIDERS`
 
 Never imports the Kubernetes client (ARCHITECTURE.md, "Walls").
 """
@@ -14,5 +15,6 @@ Never imports the Kubernetes client (ARCHITECTURE.md, "Walls").
 from launcher.report.build import SECTION_PROVIDERS, Section, analyze, write_report
 from launcher.report.load import Run, load_run
 from launcher.report import evaluation  # registers the GSM8K evaluation section in SECTION_PROVIDERS
+from launcher.report import attempts  # registers the attempts-and-restarts section
 
-__all__ = ["SECTION_PROVIDERS", "Run", "Section", "analyze", "evaluation", "load_run", "write_report"]
+__all__ = ["SECTION_PROVIDERS", "Run", "Section", "analyze", "attempts", "evaluation", "load_run", "write_report"]
