@@ -187,17 +187,21 @@ def test_pod_side_run_choice_resumes_the_same_mlflow_run(mlflow_uri, tmp_path):
     experiment = f"resume-{uuid.uuid4().hex[:8]}"
     sets = ["tracking.mlflow.enabled=true", f"tracking.mlflow.tracking_uri={mlflow_uri}",
             f"tracking.mlflow.experiment={experiment}", f"trainer.checkpoint_dir={tmp_path}/ckpt"]
-    fresh = load_spec(EXP3, sets)
-    resumed = load_spec(EXP3, [*sets, "trainer.resume_mode=auto"])
-    first = TR.resolve_mlflow_run(fresh, attempt="a1")
-    assert first.how == "created" and TR.record_path(fresh).is_file()
+    resumed = load_spec(EXP3, sets)  # trainer.resume_mode auto (the default): restarts continue the run
+    first = TR.resolve_mlflow_run(resumed, attempt="a1")
+    assert first.how == "created" and TR.record_path(resumed).is_file()
     again = TR.resolve_mlflow_run(resumed, attempt="a2")
     assert (again.run_id, again.how) == (first.run_id, "recorded")
     TR.record_path(resumed).unlink()  # the record lost: the tag finds the same run
     tagged = TR.resolve_mlflow_run(resumed, attempt="a3")
     assert (tagged.run_id, tagged.how) == (first.run_id, "tagged")
-    restart = TR.resolve_mlflow_run(fresh, attempt="a4")  # resume disabled: training restarts at step 1
-    assert restart.how == "created" and restart.run_id != first.run_id
+    # resume disabled: training restarts at step 1, so every attempt is a new run, its own record notwithstanding
+    disabled = load_spec(EXP3, [*sets, "trainer.resume_mode=disable"])
+    one = TR.resolve_mlflow_run(disabled, attempt="a4")
+    assert one.how == "created" and TR.record_path(disabled).is_file()
+    two = TR.resolve_mlflow_run(disabled, attempt="a5")
+    assert two.how == "created" and len({one.run_id, two.run_id, first.run_id}) == 3
+    fresh = resumed
     client = MlflowClient(tracking_uri=mlflow_uri)
     run = client.get_run(first.run_id)
     assert run.info.run_name == fresh.name and run.data.tags["grpo.launcher.io/job"] == fresh.job_name

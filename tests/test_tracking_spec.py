@@ -162,7 +162,7 @@ def test_ray_overrides_carry_the_run_ids_to_every_actor():
 
 def test_wandb_run_id_is_stable_across_resumed_attempts_and_fresh_otherwise():
     resumed = load_spec(EXP3, ["trainer.resume_mode=auto"])
-    fresh = load_spec(EXP3)
+    fresh = load_spec(EXP3, ["trainer.resume_mode=disable"])
     assert TR.wandb_run_id(resumed, "a1") == TR.wandb_run_id(resumed, "a2")
     assert TR.wandb_run_id(fresh, "a1") != TR.wandb_run_id(fresh, "a2")
 

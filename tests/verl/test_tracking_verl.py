@@ -40,6 +40,7 @@ t.log(data={"critic/score/mean": 0.25 * step, "val-core/openai/gsm8k/acc/mean@1"
 # before finish(): mlflow.end_run() removes MLFLOW_RUN_ID from the environment
 print("CHILD-ENV", json.dumps({k: os.environ.get(k) for k in ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "TENSORBOARD_DIR")}))
 t.finish()
+sys.exit(int(sys.argv[4]))  # the first attempt "crashes" after its step: the pod is restarted, not finished
 '''
 
 
@@ -101,12 +102,14 @@ def test_verls_tracking_logs_to_the_mlflow_server_with_the_entrypoints_environme
     script.write_text(CHILD)
     client = MlflowClient(tracking_uri=mlflow_uri)
     run_ids = []
-    for attempt, step in (("attempt-1", 1), ("attempt-2", 2)):  # the second is a resumed pod (resume_mode auto)
+    # the first attempt fails after logging step 1 (a finished run would not be started again: entrypoint.resume);
+    # the second is its restarted pod (resume_mode auto)
+    for attempt, step, code in (("attempt-1", 1, 1), ("attempt-2", 2, 0)):
         env = {**_pod_env(spec), "LAUNCHER_ATTEMPT": attempt,
                "LAUNCHER_CHILD_CMD": shlex.join([sys.executable, str(script), str(step),
-                                                 spec.trainer.project_name, spec.name])}
+                                                 spec.trainer.project_name, spec.name, str(code)])}
         assert entrypoint_main(["--config", str(config)], container_env=env, probe=PROBE,
-                               prepare=lambda *a, **k: None) == 0
+                               prepare=lambda *a, **k: None) == code
         out = capfd.readouterr().out
         child_env = json.loads(out.split("CHILD-ENV ", 1)[1].splitlines()[0])
         assert child_env["MLFLOW_TRACKING_URI"] == mlflow_uri
