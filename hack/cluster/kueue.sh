@@ -85,6 +85,11 @@ for d in docs:
         path = w["clientConfig"]["service"]["path"]
         if any(s in path for s in wanted):
             w["clientConfig"] = {"url": base + path, "caBundle": ca_b64}
+            if "-kueue-x-k8s-io-" not in path:
+                # a job without a queue label is not Kueue's (manageJobsWithoutQueueName: false) and need not
+                # pass its webhook: otherwise every PyTorchJob/RayJob create is decoded by Kueue first, and a
+                # malformed one gets Kueue's 400 instead of the API server's own 422 schema error
+                w["objectSelector"] = {"matchExpressions": [{"key": "kueue.x-k8s.io/queue-name", "operator": "Exists"}]}
             kept.append(w)
     d["webhooks"] = kept
 print(yaml.safe_dump_all(docs, sort_keys=False))
