@@ -38,6 +38,7 @@ node_vars() {
   CGROUP_ROOT=/grpo-node-$1
 }
 CPU_IMAGE_ARCHIVE=${GRPO_CPU_IMAGE_ARCHIVE:-$GRPO_CACHE/images/verl-grpo-cpu.oci.tar}
+CPU_IMAGE_REF=${GRPO_CPU_IMAGE:-ghcr.io/grpo-launcher/verl-grpo:0.1.0-cpu}   # as hack/image/common.sh
 NODE_PKI="$KWOK_WORKDIR/clusters/$CLUSTER_NAME/pki"
 ctr_() { ctr --address "$CONTAINERD_SOCK" -n k8s.io "$@"; }   # the current node_vars' containerd
 
@@ -159,12 +160,27 @@ _node_image() {
   cp "$CPU_IMAGE_ARCHIVE.inputs" "$NODE_DIR/cpu-image.inputs" 2>/dev/null || true
 }
 
+# The pause and toolbox images are in each node's containerd: the kubelet's image garbage collector removes unused
+# images when the disk runs short (evictionHard imagefs.available, whatever the GC thresholds say; seen while an image
+# build filled the disk), and with no registry nothing would bring the sandbox image back.
+_node_small_images_present() {
+  local have
+  have=$(ctr_ images ls -q 2>/dev/null) || return 1
+  grep -qxF "$PAUSE_IMAGE" <<<"$have" && grep -qxF "$TOOLBOX_IMAGE" <<<"$have"
+}
+
+# the CPU image is imported when the archive changed, or when the garbage collector took it
+_node_cpu_image_current() {
+  cmp -s "$CPU_IMAGE_ARCHIVE.inputs" "$NODE_DIR/cpu-image.inputs" && ctr_ images ls -q 2>/dev/null | grep -qxF "$CPU_IMAGE_REF"
+}
+
 node_images_current() {
   local i
-  [ -f "$CPU_IMAGE_ARCHIVE.inputs" ] || return 0      # nothing built: nothing to import
   for i in $(seq 0 $(( REAL_NODES - 1 ))); do
     node_vars "$i"
-    cmp -s "$CPU_IMAGE_ARCHIVE.inputs" "$NODE_DIR/cpu-image.inputs" || return 1
+    _node_small_images_present || return 1
+    [ -f "$CPU_IMAGE_ARCHIVE.inputs" ] || continue      # nothing built: nothing to import
+    _node_cpu_image_current || return 1
   done
 }
 
@@ -204,7 +220,10 @@ node_images_update() {
   local i
   for i in $(seq 0 $(( REAL_NODES - 1 ))); do
     node_vars "$i"
-    cmp -s "$CPU_IMAGE_ARCHIVE.inputs" "$NODE_DIR/cpu-image.inputs" || { say "$NODE_NAME: importing the CPU image"; _node_image; }
+    _node_small_images_present || { say "$NODE_NAME: re-importing the pause and toolbox images (garbage-collected)"
+      ctr_ images import "$PAUSE_DIR/pause.oci.tar" >/dev/null; ctr_ images import "$TOOLBOX_DIR/toolbox.oci.tar" >/dev/null; }
+    [ -f "$CPU_IMAGE_ARCHIVE.inputs" ] || continue
+    _node_cpu_image_current || { say "$NODE_NAME: importing the CPU image"; _node_image; }
   done
 }
 
