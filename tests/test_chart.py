@@ -108,7 +108,7 @@ def test_template_matrix_validates_against_real_schemas(case):
         assert job["spec"]["runPolicy"]["activeDeadlineSeconds"] == 86400
     if case == "tracking-tensorboard":
         env = {e["name"]: e.get("value") for e in _pods(job)[0]["spec"]["containers"][0]["env"]}
-        tb_dir = "/workspace/checkpoints/verl_grpo_gsm8k/grpo-exp3/tensorboard"
+        tb_dir = f"/workspace/checkpoints/verl_grpo_gsm8k/{job['metadata']['name']}/tensorboard"  # per run (config hash)
         assert env["MLFLOW_TRACKING_URI"] == "http://mlflow.team-a.svc:5000" and env["TENSORBOARD_DIR"] == tb_dir
         deploy = next(o for o in objects if o["kind"] == "Deployment")
         svc = next(o for o in objects if o["kind"] == "Service")

@@ -47,7 +47,7 @@ def _changed(a: dict, b: dict) -> list[tuple[str, object, object]]:
 _MISSING = object()
 
 
-def _overrides(spec_dict: dict) -> dict[str, str] | None:
+def _overrides(spec_dict: dict) -> tuple[str, dict[str, str]] | None:
     from launcher.config import spec_from_raw
     from launcher.errors import BadInput
     from launcher.verl_args import verl_overrides
@@ -56,7 +56,7 @@ def _overrides(spec_dict: dict) -> dict[str, str] | None:
         spec = spec_from_raw(copy.deepcopy(spec_dict), "<diff>")
     except BadInput:
         return None
-    return dict(o.split("=", 1) for o in verl_overrides(spec))
+    return spec.job_name, dict(o.split("=", 1) for o in verl_overrides(spec))
 
 
 def _set_dotted(d: dict, key: str, value) -> None:
@@ -67,14 +67,23 @@ def _set_dotted(d: dict, key: str, value) -> None:
 
 
 def verl_keys_for(spec_a: dict, key: str, value) -> list[str] | None:
-    """The verl override keys that change when only `key` of `spec_a` becomes `value` (None: not computable)."""
-    base = _overrides(spec_a)
+    """The verl override keys that change when only `key` of `spec_a` becomes `value` (None: not computable).
+
+    Overrides that differ only by the job name (any change moves the config hash, and with it the per-run
+    checkpoint directory `trainer.default_local_dir`) follow from the run's identity and are left out."""
+    first = _overrides(spec_a)
     changed = copy.deepcopy(spec_a)
     _set_dotted(changed, key, value)
-    other = _overrides(changed)
-    if base is None or other is None:
+    second = _overrides(changed)
+    if first is None or second is None:
         return None
-    return [k for k in sorted(set(base) | set(other)) if base.get(k) != other.get(k)]
+    (job_a, base), (job_b, other) = first, second
+
+    def same_but_name(k: str) -> bool:
+        va, vb = base.get(k), other.get(k)
+        return va is not None and vb is not None and job_a != job_b and va.replace(job_a, "\0") == vb.replace(job_b, "\0")
+
+    return [k for k in sorted(set(base) | set(other)) if base.get(k) != other.get(k) and (key == "name" or not same_but_name(k))]
 
 
 def compare(run_a: Path, run_b: Path) -> dict:

@@ -35,6 +35,12 @@ With eval.enabled the release is the evaluation job instead of the training job:
 takes the eval job's name as its instance and `eval` as its component.
 "true" when eval.enabled, else empty.
 */}}
+{{- /* the run's checkpoint directory (ExperimentSpec.checkpoint_path): per job name, so per config hash */ -}}
+{{- define "grpo-exp3.checkpointPath" -}}
+{{- $s := include "grpo-exp3.spec" . | fromJson -}}
+{{- printf "%s/%s/%s" $s.trainer.checkpoint_dir $s.trainer.project_name (include "grpo-exp3.jobName" .) -}}
+{{- end -}}
+
 {{- define "grpo-exp3.evalEnabled" -}}
 {{- if (.Values.eval | default dict).enabled }}true{{ end -}}
 {{- end -}}
@@ -143,8 +149,7 @@ Pod template (templates/_pod.j2 with render._pod_parts). Argument: dict with
 {{- $env = append $env (dict "name" "NCCL_SOCKET_IFNAME" "value" .) -}}
 {{- end -}}
 {{- /* on the pod, not only by the entrypoint: Ray workers on other pods inherit the pod's env */ -}}
-{{- /* the run's checkpoint directory (ExperimentSpec.checkpoint_path): per job name, so per config hash */ -}}
-{{- $ckpt := printf "%s/%s/%s" $s.trainer.checkpoint_dir $s.trainer.project_name (include "grpo-exp3.jobName" $root) -}}
+{{- $ckpt := include "grpo-exp3.checkpointPath" $root -}}
 {{- $env = concat $env (list
   (dict "name" "HF_HOME" "value" $s.model.cache_dir)
   (dict "name" "RAY_COLOR_PREFIX" "value" "0")
