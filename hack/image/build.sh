@@ -66,7 +66,16 @@ buildah bud --signature-policy "$POLICY" --layers --isolation "$BUILDAH_ISOLATIO
 say "buildah bud ($((SECONDS - t2)) s)"
 
 t3=$SECONDS
-rm -f "$ARCHIVE.tmp"
+# skopeo's staging copy plus the tar: twice the image. Say so before writing 6 GB rather than die half-way.
+need_gb=${GRPO_IMAGE_MIN_FREE_GB:-13}
+free_gb=$(( $(df --output=avail -k "$IMAGE_CACHE" | tail -1) / 1024 / 1024 ))
+[ -f "$ARCHIVE" ] && free_gb=$(( free_gb + $(stat -c %s "$ARCHIVE") / 1024 / 1024 / 1024 ))
+[ "$free_gb" -ge "$need_gb" ] || {
+  say "not enough disk for the archive: $free_gb GiB free in $IMAGE_CACHE (counting the superseded archive), $need_gb GiB needed (GRPO_IMAGE_MIN_FREE_GB)"; exit 1; }
+# The superseded archive goes first: skopeo stages the whole image in $TMPDIR and then writes the tar, so keeping
+# the old 6 GB archive until the new one is done made the peak three copies (a CI run on a fuller disk died of it).
+rm -f "$ARCHIVE.tmp" "$ARCHIVE" "$STAMP"
+trap 'rm -rf "$ctx" "$ARCHIVE.tmp" "$TMPDIR"' EXIT
 # skopeo, not `buildah push --disable-compression`: buildah 1.28 still gzips layers for oci-archive (measured:
 # the 184 MB base came out as a 65 MB tar+gzip layer); skopeo's --dest-oci-accept-uncompressed-layers keeps them.
 skopeo copy --quiet --policy "$POLICY" --dest-oci-accept-uncompressed-layers \

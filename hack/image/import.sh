@@ -28,6 +28,27 @@ prune_superseded() {
   say "removed $(echo "$stale" | wc -w) superseded image name(s) from $ADDRESS"
 }
 
+# Once the image is unpacked, the kubelet's CRI runs containers from the snapshots alone: the layer blobs in the
+# content store are a second 6 GB copy per node (what containerd's discard_unpacked_layers does for CRI pulls, which
+# `ctr images import` does not do). Drop the manifest's references to its layers, then the layers themselves; the
+# manifest, config and the config's reference to the unpacked snapshot stay, so the image and its snapshots are
+# kept. (`ctr images check` reports such an image "incomplete"; a re-import restores the blobs.)
+discard_layers() {
+  local manifest=$1 refs config others digests
+  refs=$(ctrc content ls | awk -v m="$manifest" '$1 == m { print $NF }' | tr ',' '\n' | grep '^containerd.io/gc.ref.content.l\.') || return 0
+  # the config must point at its unpacked snapshot, or the layers are all there is
+  config=$(ctrc content ls | awk -v m="$manifest" '$1 == m { print $NF }' | tr ',' '\n' \
+    | sed -n 's/^containerd.io\/gc.ref.content.config=//p')
+  ctrc content ls | awk -v c="$config" '$1 == c && $NF ~ /containerd.io\/gc.ref.snapshot\./' | grep -q . || return 0
+  # a layer another image still references (the same base) stays
+  others=$(ctrc content ls | awk -v m="$manifest" '$1 != m { print $NF }' | tr ',' '\n' | grep '^containerd.io/gc.ref.content.l\.' | cut -d= -f2 || true)
+  digests=$(cut -d= -f2 <<<"$refs" | grep -vxF -f <(echo "${others:-none}") || true)
+  # shellcheck disable=SC2046  # one argument per label
+  ctrc content label "$manifest" $(sed 's/=.*/=/' <<<"$refs") >/dev/null
+  [ -z "$digests" ] || ctrc content rm $digests >/dev/null
+  say "discarded $(wc -w <<<"$digests") unpacked layer blob(s) of $manifest from $ADDRESS"
+}
+
 # The archive's manifest digest and name, from its index.json (tarfile seeks over the blobs: a second or less).
 read -r want ref < <(python3 - "$ARCHIVE" <<'PY'
 import json, sys, tarfile
@@ -42,6 +63,7 @@ have=$(ctrc images ls 2>/dev/null | awk -v r="$ref" '$1 == r { print $3 }')
 if [ "$have" = "$want" ]; then
   say "$ref already in $ADDRESS ($NS) at $want"
   prune_superseded
+  discard_layers "$want"
   exit 0
 fi
 say "importing $ref ($want) into $ADDRESS ($NS)"
@@ -53,3 +75,4 @@ have=$(ctrc images ls | awk -v r="$ref" '$1 == r { print $3 }')
 [ "$have" = "$want" ] || { say "import did not yield $ref at $want (got '${have:-nothing}')"; exit 1; }
 say "imported $ref"
 prune_superseded
+discard_layers "$want"
