@@ -111,6 +111,7 @@ def test_sweep_2x2_through_kueue_two_at_a_time_then_attach(kube_cluster, namespa
     assert best_job == expected_best and rep["best"]["ci95"][0] <= rep["best"]["mean"] <= rep["best"]["ci95"][1]
     assert all(r["state"]["phase"] == "Succeeded" for r in rep["runs"])
     md = (home / "sweep.md").read_text()
+    assert sorted(rep["simulated"]) == sorted(m.job for m in sweep.members) and "Simulated trainer" in md
     assert "`rollout.n`" in md and "`data.max_response_length`" in md and f"`{best_job}`" in md
     assert (home / "compare_metrics.png").stat().st_size > 10_000
     assert "ranked by critic/score/mean" in out
@@ -131,3 +132,28 @@ def _steady_score(run) -> float:
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     vals = [r["critic/score/mean"] for r in sorted(rows, key=lambda r: r["step"]) if r["step"] > 0][1:]
     return sum(vals) / len(vals)
+
+
+def test_sweep_max_parallel_one_submits_the_next_when_one_finishes(kube_cluster, namespace, tmp_path):
+    """Without a queue, --max-parallel 1: the second run is created only after the first one finished."""
+    from launcher import simlog
+    from launcher.sweep import expand, parse_grid
+
+    info, ns, runs = kube_cluster, namespace, tmp_path / "runs"
+    grid = ["--grid", "rollout.n=2,4"]
+    sweep = expand(CONFIG, parse_grid(grid[1::2]), _sets(ns))
+    for i, m in enumerate(sweep.members):
+        lines = [ln.rstrip("\n") for ln in simlog.generate(steps=STEPS, n=m.params["rollout.n"], seed=i)]
+        ks.serve_logs(info, ns, f"{m.job}-master-0", cri(lines))
+    argv = ["sweep", CONFIG, *grid, "--max-parallel", "1", *[a for s in _sets(ns) for a in ("--set", s)]]
+    rc, out, err = run_launcher(argv, info, runs, timeout=300)
+    assert rc == 0, out[-3000:] + err[-3000:]
+    jobs = _jobs(info, ns)
+    first, second = (jobs[m.job] for m in sweep.members)
+    done = next(c for c in first["status"]["conditions"] if c["type"] == "Succeeded")
+    created = dt.datetime.fromisoformat(second["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+    assert created >= _when(done), (done, second["metadata"]["creationTimestamp"])
+    for m in sweep.members:
+        assert len((runs / m.job / "metrics.jsonl").read_text().splitlines()) == STEPS, m.job
+    rep = json.loads((runs / "sweeps" / sweep.name / "sweep-report.json").read_text())
+    assert rep["varied"] == ["rollout.n"] and [r["rank"] for r in rep["runs"]] == [1, 2]

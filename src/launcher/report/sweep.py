@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from launcher import placement
 from launcher.report.build import _jsonable, dumps
 from launcher.report.compare import ROWS, compare_runs
 from launcher.report.load import Run
@@ -70,8 +71,8 @@ def sweep_report(sweep_doc: dict, runs: dict[str, Run], states: dict[str, dict] 
     """The sweep report document. `runs`: job -> loaded run (members without metrics are absent and listed
     unranked); `states`: job -> {"phase", "succeeded"} as the follow ended (optional).
 
-    Shape: {"sweep", "varied": [KEY], "metric", "goal", "warmup_steps", "confidence",
-    "runs": [{"job", "params", "state", "metric": {"mean","std","n","ci95"}, "headline": {...},
+    Shape: {"sweep", "varied": [KEY], "metric", "goal", "simulated": [jobs run on KWOK fake nodes], "warmup_steps",
+    "confidence", "runs": [{"job", "params", "state", "simulated", "metric": {"mean","std","n","ci95"}, "headline": {...},
     "training_steps", "rank"}] (best first), "best": {"job", "params", "mean", "ci95", "separated"},
     "config_diff": {field: [values]}, "notes": [...]}.
     """
@@ -87,6 +88,7 @@ def sweep_report(sweep_doc: dict, runs: dict[str, Run], states: dict[str, dict] 
     for m in members:
         c = by_job.get(m["job"])
         entry = {"job": m["job"], "params": m["params"], "state": states.get(m["job"]),
+                 "simulated": placement.summary(runs[m["job"]].pods)["simulated"] if c else None,
                  "metric": mean_ci(metric_values(runs[m["job"]], metric, warmup_steps)) if c else None,
                  "headline": c["headline"] if c else None, "training_steps": c["training_steps"] if c else 0}
         if c is None:
@@ -114,7 +116,9 @@ def sweep_report(sweep_doc: dict, runs: dict[str, Run], states: dict[str, dict] 
         notes.append(f"no run has {metric}: nothing ranked (metrics present include "
                      f"{', '.join(k for k, _ in HEADLINE[:4])})")
     notes.extend(cmp.get("notes") or [])
+    simulated = sorted(e["job"] for e in entries if e["simulated"])
     return _jsonable({"sweep": sweep_doc["name"], "varied": sweep_doc["varied"], "metric": metric, "goal": goal,
+                      "simulated": simulated,
                       "warmup_steps": warmup_steps, "confidence": CONFIDENCE, "runs": ranked, "best": best,
                       "config_diff": cmp.get("config_diff") or {}, "notes": notes})
 
@@ -136,6 +140,10 @@ def render_markdown(doc: dict, plots: dict[str, str]) -> str:
     """`sweep.md`: what changed, the ranking with intervals, every run's steady figures, plots, notes."""
     varied = doc["varied"]
     out = [f"# GRPO sweep {doc['sweep']}\n"]
+    if doc.get("simulated"):  # first thing a reader sees, as in each run's report
+        out.append(f"> **{placement.SIMULATED_HEADLINE[0].upper()}{placement.SIMULATED_HEADLINE[1:]}** for "
+                   f"{len(doc['simulated'])} of {len(doc['runs'])} runs ({', '.join(doc['simulated'])}): their pods ran "
+                   "on KWOK fake nodes and their figures come from a generated verl log, not from training.\n")
     out.append(f"{len(doc['runs'])} runs; parameters that changed: " + ", ".join(f"`{k}`" for k in varied) + ".\n")
     if doc["best"]:
         b = doc["best"]
