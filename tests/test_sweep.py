@@ -285,3 +285,35 @@ def test_compare_takes_n_runs_named_by_job_when_experiments_repeat(tmp_path, cap
     assert [r["name"] for r in doc["runs"]] == ["grpo-exp3-aaaa1111", "grpo-exp3-bbbb2222", "grpo-exp3-cccc3333"]
     assert doc["config_diff"] == {"data.max_response_length": [256, 256, 512], "rollout.n": [2, 4, 4]}
     assert (out / "compare_metrics.png").is_file()
+
+
+def test_sweep_view_one_line_per_run_per_new_step_off_a_terminal_and_a_table_on_one():
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from launcher.kube.jobs import JobState
+    from launcher.progress_sweep import SweepView
+
+    sweep = expand(CONFIG, parse_grid(["rollout.n=2,4"]))
+    a, b = (m.job for m in sweep.members)
+    buf = io.StringIO()
+    view = SweepView(sweep, console=Console(file=buf, width=300))
+    rec = lambda step, score: SimpleNamespace(step=step, metrics={"critic/score/mean": score})  # noqa: E731
+    with view:
+        view.status(a, JobState("Running", False, False, ""), [])
+        view.records(a, [rec(1, 0.25)])
+        view.records(a, [rec(1, 0.25)])  # the same step again: no new line
+        view.records(b, [rec(0, 0.9)])  # step 0 is validation, not progress
+        view.status(a, JobState("Succeeded", True, True, ""), [])
+    lines = buf.getvalue().splitlines()
+    assert lines == [f"{a} (rollout.n=2) | step -/25 | Running", f"{a} (rollout.n=2) | step 1/25 | "
+                     "critic/score/mean 0.25 | Running", f"{b} (rollout.n=4) | step -/25 | Pending",
+                     f"{a} (rollout.n=2) | step 1/25 | critic/score/mean 0.25 | Succeeded"]
+    tty = io.StringIO()
+    view = SweepView(sweep, console=Console(file=tty, width=200, force_terminal=True))
+    with view:
+        view.records(b, [rec(3, 0.5)])
+    text = tty.getvalue()
+    assert "sweep: 0/2 finished" in text and a in text and "3/25" in text and "0.5" in text

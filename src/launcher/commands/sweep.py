@@ -16,7 +16,7 @@ DESCRIPTION = (
     "the runs are submitted: with a Kueue queue (scheduling.queue / --queue) all at once for Kueue to admit, else "
     "all at once or at most --max-parallel N at a time (the next when one finishes). --follow (implied by "
     "--max-parallel) follows all of them in one progress view, then writes the sweep report (one table of every "
-    "run's steady-window figures, the ranking by --metric with 95%% intervals, overlaid plots) into "
+    "run's steady-window figures, the ranking by --metric with 95% intervals, overlaid plots) into "
     "runs/sweeps/<sweep>/. Running the same sweep again attaches to the runs that exist instead of resubmitting."
 )
 

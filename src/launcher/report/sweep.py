@@ -72,8 +72,8 @@ def sweep_report(sweep_doc: dict, runs: dict[str, Run], states: dict[str, dict] 
     unranked); `states`: job -> {"phase", "succeeded"} as the follow ended (optional).
 
     Shape: {"sweep", "varied": [KEY], "metric", "goal", "simulated": [jobs run on KWOK fake nodes], "warmup_steps",
-    "confidence", "runs": [{"job", "params", "state", "simulated", "metric": {"mean","std","n","ci95"}, "headline": {...},
-    "training_steps", "rank"}] (best first), "best": {"job", "params", "mean", "ci95", "separated"},
+    "confidence", "runs": [{"job", "params", "state", "simulated", "metric": {"mean","std","n","ci95"},
+    "headline": {...}, "training_steps", "rank"}] (best first), "best": {"job", "params", "mean", "ci95", "separated"},
     "config_diff": {field: [values]}, "notes": [...]}.
     """
     goal = goal or default_goal(metric)
@@ -142,7 +142,8 @@ def render_markdown(doc: dict, plots: dict[str, str]) -> str:
     out = [f"# GRPO sweep {doc['sweep']}\n"]
     if doc.get("simulated"):  # first thing a reader sees, as in each run's report
         out.append(f"> **{placement.SIMULATED_HEADLINE[0].upper()}{placement.SIMULATED_HEADLINE[1:]}** for "
-                   f"{len(doc['simulated'])} of {len(doc['runs'])} runs ({', '.join(doc['simulated'])}): their pods ran "
+                   f"{len(doc['simulated'])} of {len(doc['runs'])} runs ({', '.join(doc['simulated'])}): their pods "
+                   "ran "
                    "on KWOK fake nodes and their figures come from a generated verl log, not from training.\n")
     out.append(f"{len(doc['runs'])} runs; parameters that changed: " + ", ".join(f"`{k}`" for k in varied) + ".\n")
     if doc["best"]:
