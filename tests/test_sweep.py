@@ -125,6 +125,7 @@ def nowhere(tmp_path, monkeypatch):
     (["--grid", "rollout.n=2,4", "--max-parallel", "0"], "--max-parallel"),
     (["--grid", "rollout.n=2,4", "--gitops"], "--gitops"),
     (["--grid", "rollout.n=2,4", "--metric", "score"], "--metric"),
+    (["--grid", "rollout.n=2,4", "-d", "json"], "-d/--output-dir"),
     ([], "at least one --grid"),
 ])
 def test_sweep_bad_input_exits_2_before_any_cluster_call(nowhere, tmp_path, capsys, argv, needle):
@@ -264,6 +265,16 @@ def test_report_ranks_by_metric_with_t_intervals(tmp_path):
     md = written["sweep.md"].read_text()
     assert "Best by `critic/score/mean`" in md and "`b`" in md and "`rollout.n`" in md and "| 1 | `b` |" in md
     assert (tmp_path / "out" / "compare_metrics.png").stat().st_size > 10_000
+
+
+def test_report_with_no_run_that_logged_a_step_ranks_nothing(tmp_path):
+    from launcher.report.sweep import write_sweep_report
+
+    doc, written = write_sweep_report(_sweep_doc([("a", 2, 256), ("b", 4, 256)]), {}, tmp_path / "out",
+                                      {"a": {"phase": "Failed"}})
+    assert doc["best"] is None and [r["rank"] for r in doc["runs"]] == [None, None]
+    assert len([n for n in doc["notes"] if "no metrics.jsonl" in n]) == 2
+    assert "nothing ranked" in written["sweep.md"].read_text()
 
 
 def test_mean_ci_edges():

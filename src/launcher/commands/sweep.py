@@ -65,6 +65,9 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(f"--warmup-steps: expected >= 0, got {args.warmup_steps}")
     if args.gitops and not (args.dry_run or args.output_dir):
         raise BadInput("--gitops: expected --dry-run or --output-dir with it (it shapes rendered output only)")
+    from launcher.commands._common import check_output_dir
+
+    check_output_dir(args.output_dir)  # `-d json` out of kubectl habit: refused, naming the flag
     if args.metric is not None and not _metric_ok(args.metric):
         raise BadInput(f"--metric: expected a verl metric key such as critic/score/mean or timing_s/step (or "
                        f"throughput_total), got {args.metric!r}")
