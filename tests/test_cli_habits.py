@@ -196,7 +196,7 @@ def test_bash_completion_completes_verbs_and_flags(tmp_path):
     assert out.returncode == 0, out.stderr
     script.write_text(out.stdout)
     assert _complete_bash(script, ["launcher", "sub"]) == ["submit"]
-    assert sorted(_complete_bash(script, ["launcher", "s"])) == ["schema", "status", "submit"]
+    assert sorted(_complete_bash(script, ["launcher", "s"])) == ["schema", "status", "submit", "sweep"]
     assert _complete_bash(script, ["launcher", "list", "--all"]) == ["--all-namespaces"]
     assert _complete_bash(script, ["launcher", "completion", "f"]) == ["fish"]
     assert _complete_bash(script, ["launcher", "submit", "--backend", "ray"]) == ["rayjob"]

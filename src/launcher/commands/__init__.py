@@ -11,6 +11,7 @@ VERBS: dict[str, str] = {
     "render": "render",
     "doctor": "doctor",
     "submit": "submit",
+    "sweep": "sweep",
     "status": "status",
     "list": "list_runs",
     "wait": "wait",

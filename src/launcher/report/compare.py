@@ -21,8 +21,19 @@ LAST_N = 5  # "score over the last 5 steps": where the run ended up, not its ave
 
 
 def _unique_names(runs: Sequence[Run]) -> list[str]:
+    """Each run's experiment name; where several share one (a sweep's members), the run directory's name (the job
+    name, with its config hash), and the path only when even that repeats."""
     names = [r.name for r in runs]
-    return [n if names.count(n) == 1 else f"{n} ({r.path})" for n, r in zip(names, runs)]
+    dirs = [Path(r.path).name for r in runs]
+    out = []
+    for n, d, r in zip(names, dirs, runs):
+        if names.count(n) == 1:
+            out.append(n)
+        elif dirs.count(d) == 1:
+            out.append(d)
+        else:
+            out.append(f"{n} ({r.path})")
+    return out
 
 
 def config_diff(specs: Sequence[dict | None]) -> dict[str, list[Any]]:
