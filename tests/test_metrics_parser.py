@@ -254,3 +254,51 @@ def test_metric_like_garbage_never_raises(text):
     p.finish()
     c = p.counters
     assert c.lines == c.records + c.noise + c.malformed + c.non_utf8 + c.truncated
+
+
+# The orjson fast path (`_items_fast`) must give exactly what the per-item reference (`_items`) gives, or
+# decline (None). Generated lines mix verl-like keys with values of every kind the grammar names and
+# near-misses of each (blanks, upper-case or unsigned exponents, wide integers, bad numpy reprs, quotes).
+_VALUE_TEXTS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.integers(-(2**70), 2**70).map(str),
+    st.sampled_from(["1e-06", "1e5", "1E-06", "1.5E5", "1.5e5", "-0", "-0.0", "007", "+1.5", ".5", "1.", "nan",
+                     "inf", "True", "np.True_", "np.int32(2)", "np.int32(02)", "np.float64('1.5')",
+                     "np.float64(nan)", "np.foo(2)", "np.int64(1", " 1.5", "1.5 ", "\t2", "1,2", "[1]", "{}",
+                     "true", "null", '"1"', "1\\", "", "1e+400", "٣", "1_0.5"]),
+    st.text(alphabet=st.sampled_from("0123456789.-+eE:np()' \t,"), max_size=12),
+)
+_KEYS = st.one_of(st.sampled_from(["actor/lr", "a", "critic/score/mean", "val-core/x/acc/mean@1", "a:b", "k ",
+                                   "", "dup", "x\x00", "é/ü", 'q"', "s\\"]),
+                  st.text(alphabet=st.sampled_from("abc/_:-@ "), min_size=0, max_size=8))
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.tuples(_KEYS, _VALUE_TEXTS), min_size=1, max_size=8))
+def test_fast_items_agree_with_the_reference(pairs):
+    from launcher.metrics.parser import _items, _items_fast
+
+    rest = " - ".join(f"{k}:{v}" for k, v in pairs)
+    fast = _items_fast(rest)
+    if fast is not None:
+        slow = _items(rest)
+        assert slow is not None, rest
+        assert list(fast.items()) == list(slow.items()), rest
+        assert [type(v) for v in fast.values()] == [type(v) for v in slow.values()], rest
+
+
+def test_fast_items_take_verl_lines():
+    """The fast path is taken for real verl lines (numpy reprs included), so the speed-up is real."""
+    from launcher import simlog
+    from launcher.metrics.parser import _items, _items_fast
+
+    taken = 0
+    for line in simlog.generate(steps=30, seed=3, val_before_train=True):
+        if "step:" not in line:
+            continue
+        rest = line[line.index("step:"):].rstrip("\n").partition(" - ")[2]
+        fast = _items_fast(rest)
+        if fast is not None:
+            taken += 1
+            assert list(fast.items()) == list(_items(rest).items())
+    assert taken >= 30
