@@ -196,8 +196,9 @@ def _items(rest: str) -> dict[str, int | float | bool] | None:
 # tests/test_metrics_parser.py checks the two against each other on generated lines.
 _NP_HEAD = re.compile(
     r"(?:float(?:16|32|64|128)?|longdouble|u?int(?:8|16|32|64)?|longlong|intc|intp)"
-    r"\('?(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:e[+-][0-9]+)?)'?\)(?=,\"|\Z)"
+    r"\('?(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:e[+-][0-9]+)?)'?\)"
 )
+_NP_SEEN: dict[str, str] = {}  # `int32(2` -> `2`: numpy reprs already matched by _NP_HEAD (bounded)
 _E_DIGIT = re.compile(r"e[0-9]")
 _NUMBER_TYPES = frozenset({int, float})
 _INT64 = 2.0**63  # orjson reads a wider integer as a float; `_items` keeps it an int
@@ -229,14 +230,23 @@ def _items_fast(rest: str) -> dict[str, int | float] | None:
 
 
 def _unwrap_np(body: str) -> str | None:
-    """`":np.int32(2)` -> `":2` for every numpy repr in `body`; None if one is not a plain number inside."""
+    """`":np.int32(2)` -> `":2` for every numpy repr in `body`; None if one is not a plain number inside.
+
+    A run repeats a few reprs (`np.int32(2)` on every line), so each distinct one is matched once."""
     parts = body.split('":np.')
     for i in range(1, len(parts)):
-        part = parts[i]
-        m = _NP_HEAD.match(part)
-        if m is None:
-            return None
-        parts[i] = m.group(1) + part[m.end():]
+        head, paren, tail = parts[i].partition(")")
+        if tail and tail[:2] != ',"':
+            return None  # text after the repr, inside the same value
+        inner = _NP_SEEN.get(head)
+        if inner is None:
+            m = _NP_HEAD.fullmatch(head + paren)
+            if m is None:
+                return None
+            inner = m.group(1)
+            if len(_NP_SEEN) < 4096:
+                _NP_SEEN[head] = inner
+        parts[i] = inner + tail
     return '":'.join(parts)
 
 
