@@ -6,7 +6,8 @@ median of --reps repetitions is reported, with the ratio launcher/helm (< 1: the
 For information it also times, in this process, spec loading + render + YAML dump (what the CLI does
 after start-up), and the Python start-up floor: `python -c pass` and `python -c "import launcher.render"`.
 
-    .venv/bin/python bench/bench_render.py [--config configs/grpo-exp3.yaml] [--backend B] [--reps 21] [--before OLD/src]
+    .venv/bin/python bench/bench_render.py [--config configs/grpo-exp3.yaml] [--backend B] [--reps 21] \\
+        [--before OLD/src]
 
 `launcher render` is timed twice: as a repeat render of the same inputs (answered from the launcher's
 render cache, launcher.render_cache, in a temporary $XDG_CACHE_HOME) and with --no-cache (a first render).
@@ -91,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
 
     med = statistics.median
     rows = [
-        ("launcher render (subprocess; same inputs as before: cached)", med(t_launcher), min(t_launcher)),
+        ("launcher render (subprocess; same inputs as before: cached)",
+         med(t_launcher), min(t_launcher)),
         ("launcher render --no-cache (subprocess; a first render)", med(t_cold), min(t_cold)),
         *([(f"launcher render from {args.before} (subprocess)", med(t_before), min(t_before))] if t_before else []),
         ("helm template (subprocess)", med(t_helm), min(t_helm)),

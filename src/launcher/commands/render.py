@@ -27,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="GitOps output: no TTL self-deletion (Argo CD/Flux would recreate a job that deleted itself)",
     )
     parser.add_argument("--no-cache", action="store_true",
-                        help="render afresh even if these exact inputs were rendered before (see launcher.render_cache)")
+                        help="render afresh even if these exact inputs were rendered before "
+                             "(see launcher.render_cache)")
 
 
 def run(args: argparse.Namespace) -> int:

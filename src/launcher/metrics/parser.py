@@ -212,7 +212,7 @@ def _items_fast(rest: str) -> dict[str, int | float] | None:
     body = rest.replace(_SEP, ',"').replace(":", '":')
     if " " in body:
         return None
-    if '":np.' in body:
+    if "(" in rest:  # a numpy repr, maybe (one memchr, where looking for `":np.` costs a scan per quote)
         body = _unwrap_np(body)
         if body is None:
             return None
@@ -224,7 +224,7 @@ def _items_fast(rest: str) -> dict[str, int | float] | None:
         return None
     values = metrics.values()
     if len(metrics) != rest.count(":") or "" in metrics or not _NUMBER_TYPES.issuperset(map(type, values)) \
-            or max(map(abs, values)) >= _INT64:
+            or max(values) >= _INT64 or min(values) <= -_INT64:
         return None
     return metrics
 
