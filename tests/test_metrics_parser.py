@@ -288,6 +288,15 @@ def test_fast_items_agree_with_the_reference(pairs):
         assert [type(v) for v in fast.values()] == [type(v) for v in slow.values()], rest
 
 
+def test_fast_items_do_not_let_a_memoised_repr_excuse_a_torn_one():
+    """A repr seen whole (`np.int64(1)`) is memoised; the same text torn before its `)` is still malformed."""
+    from launcher.metrics.parser import _items_fast
+
+    assert _items_fast("a:np.int64(1) - b:0.5") == {"a": 1, "b": 0.5}
+    assert _items_fast("a:np.int64(1") is None and parse_line("step:1 - a:np.int64(1") is None
+    assert _items_fast("a:np.int64(1 - b:0.5)") is None and parse_line("step:1 - a:np.int64(1 - b:0.5)") is None
+
+
 def test_fast_items_take_verl_lines():
     """The fast path is taken for real verl lines (numpy reprs included), so the speed-up is real."""
     from launcher import simlog

@@ -236,11 +236,11 @@ def _unwrap_np(body: str) -> str | None:
     parts = body.split('":np.')
     for i in range(1, len(parts)):
         head, paren, tail = parts[i].partition(")")
-        if tail and tail[:2] != ',"':
-            return None  # text after the repr, inside the same value
-        inner = _NP_SEEN.get(head)
+        if not paren or (tail and tail[:2] != ',"'):
+            return None  # no closing parenthesis, or text after it inside the same value
+        inner = _NP_SEEN.get(head)  # (the memo is keyed by what precedes a closing parenthesis only)
         if inner is None:
-            m = _NP_HEAD.fullmatch(head + paren)
+            m = _NP_HEAD.fullmatch(head + ")")
             if m is None:
                 return None
             inner = m.group(1)
