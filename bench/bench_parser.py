@@ -55,11 +55,11 @@ def write_log(path: Path, size: int, block_mb: int = 16) -> int:
     return os.path.getsize(path)
 
 
-def parse_child(path: str) -> None:
+def parse_child(path: str, src: str | None = None) -> None:
     """Runs in a subprocess: parse the file, print timing, counts and peak RSS as JSON."""
     import resource
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    sys.path.insert(0, src or str(Path(__file__).resolve().parents[1] / "src"))
     from launcher.metrics import LogParser
 
     p = LogParser()
@@ -81,7 +81,12 @@ def parse_child(path: str) -> None:
                       "peak_rss_kb": hwm}))
 
 
-def bench(size: int, tmpdir: Path) -> dict:
+def _child(path: Path, src: str | None) -> dict:
+    cmd = [sys.executable, __file__, "--_parse", str(path)] + (["--_src", src] if src else [])
+    return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+
+
+def bench(size: int, tmpdir: Path, before: str | None = None) -> dict:
     path = tmpdir / f"verl-{size}.log"
     t = time.perf_counter()
     nbytes = write_log(path, size)
@@ -96,8 +101,8 @@ def bench(size: int, tmpdir: Path) -> dict:
     grep_s = time.perf_counter() - t
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     grep_cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
-    child = subprocess.run([sys.executable, __file__, "--_parse", str(path)], capture_output=True, text=True, check=True)
-    res = json.loads(child.stdout)
+    res = _child(path, None)
+    old = _child(path, before) if before else None
     path.unlink()
     mb = nbytes / 1e6
     return {
@@ -108,6 +113,8 @@ def bench(size: int, tmpdir: Path) -> dict:
         "parse_cpu_s": res["cpu_seconds"], "grep_cpu_s": grep_cpu,
         "cpu_ratio": res["cpu_seconds"] / max(grep_cpu, 1e-9), "parse_cpu_mb_s": mb / res["cpu_seconds"],
         "counters": res["counters"], "loadavg": os.getloadavg()[0],
+        "before_cpu_s": old and old["cpu_seconds"], "before_s": old and old["seconds"],
+        "same_counts": old is None or (old["counters"] == res["counters"] and old["records"] == res["records"]),
     }
 
 
@@ -115,16 +122,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="100M,1G", help="comma-separated log sizes (default 100M,1G)")
     ap.add_argument("--tmpdir", default=None, help="where to write the temporary logs")
+    ap.add_argument("--before", metavar="SRC",
+                    help="also run the parser from this source tree (e.g. main's src/) on the same file, same run")
     ap.add_argument("--_parse", help=argparse.SUPPRESS)
+    ap.add_argument("--_src", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a._parse:
-        parse_child(a._parse)
+        parse_child(a._parse, a._src)
         return 0
     print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs")
     rows = []
     with tempfile.TemporaryDirectory(dir=a.tmpdir) as d:
         for s in a.sizes.split(","):
-            r = bench(parse_size(s), Path(d))
+            r = bench(parse_size(s), Path(d), a.before)
             rows.append(r)
             print(f"{r['bytes'] / 1e6:8.1f} MB  lines {r['lines']:>9}  steps {r['records']:>7} (grep {r['grep_count']})"
                   f"  parser {r['parse_s']:6.2f} s = {r['parse_mb_s']:6.1f} MB/s, {r['parse_lines_s'] / 1e3:6.1f} k lines/s"
@@ -133,6 +143,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{'':11}CPU time: parser {r['parse_cpu_s']:6.2f} s = {r['parse_cpu_mb_s']:6.1f} MB/s, grep "
                   f"{r['grep_cpu_s']:5.2f} s, parser/grep {r['cpu_ratio']:5.1f}x  (load avg {r['loadavg']:.1f}, "
                   f"generate {r['gen_s']:.0f} s)", flush=True)
+            if r["before_cpu_s"] is not None:
+                print(f"{'':11}before ({a.before}): CPU {r['before_cpu_s']:6.2f} s, parser/grep "
+                      f"{r['before_cpu_s'] / max(r['grep_cpu_s'], 1e-9):5.1f}x; speed-up {r['before_cpu_s'] / r['parse_cpu_s']:.2f}x "
+                      f"(CPU); same counts and records: {r['same_counts']}", flush=True)
     peaks = [r["peak_rss_mb"] for r in rows]
     print(f"peak RSS by size: {', '.join(f'{p:.1f} MB' for p in peaks)}")
     return 0

@@ -6,7 +6,11 @@ median of --reps repetitions is reported, with the ratio launcher/helm (< 1: the
 For information it also times, in this process, spec loading + render + YAML dump (what the CLI does
 after start-up), and the Python start-up floor: `python -c pass` and `python -c "import launcher.render"`.
 
-    .venv/bin/python bench/bench_render.py [--config configs/grpo-exp3.yaml] [--backend B] [--reps 21]
+    .venv/bin/python bench/bench_render.py [--config configs/grpo-exp3.yaml] [--backend B] [--reps 21] \\
+        [--before OLD/src]
+
+`launcher render` is timed twice: as a repeat render of the same inputs (answered from the launcher's
+render cache, launcher.render_cache, in a temporary $XDG_CACHE_HOME) and with --no-cache (a first render).
 
 helm is the one from `make tools` (tests/helm_tools.py finds it); nothing on PATH is used.
 """
@@ -41,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", default=str(ROOT / "configs" / "grpo-exp3.yaml"))
     parser.add_argument("--backend", choices=("pytorchjob", "rayjob"))
     parser.add_argument("--reps", type=int, default=21)
+    parser.add_argument("--before", metavar="SRC",
+                        help="also time `launcher render` from this source tree (e.g. main's src/), same run")
     args = parser.parse_args(argv)
 
     import gen_chart
@@ -56,13 +62,24 @@ def main(argv: list[str] | None = None) -> int:
         values = Path(tmp) / "values.yaml"
         values.write_text(gen_chart.values_text(gen_chart.values_for_config(args.config, [], args.backend), args.config))
         launcher_cmd = [py, "-m", "launcher", "render", args.config, *backend]
+        cold_cmd = [*launcher_cmd, "--no-cache"]  # what a first render of these inputs costs
+        cache = Path(tmp) / "cache"  # the launcher's render cache (launcher.render_cache), this run's own
+        env["XDG_CACHE_HOME"] = str(cache)
+        env["PYTHONPATH"] = str(ROOT / "src")
+        before_env = {**env, "PYTHONPATH": args.before} if args.before else None
         helm_cmd = [helm, "template", "grpo-exp3", str(CHART), "-f", str(values)]
         # same objects? (cheap sanity check: the parity tests prove it properly)
         for cmd in (launcher_cmd, helm_cmd):
-            _time(cmd, env)  # warm the page cache for both binaries
-        t_launcher, t_helm, t_pass, t_import = [], [], [], []
+            _time(cmd, env)  # warm the page cache for both binaries (and the render cache)
+        fresh = subprocess.run(cold_cmd, check=True, capture_output=True, text=True, env=env).stdout
+        cached = subprocess.run(launcher_cmd, check=True, capture_output=True, text=True, env=env).stdout
+        assert fresh == cached, "a cached render differs from a fresh one"
+        t_launcher, t_cold, t_before, t_helm, t_pass, t_import = [], [], [], [], [], []
         for _ in range(args.reps):
             t_launcher.append(_time(launcher_cmd, env))
+            t_cold.append(_time(cold_cmd, env))
+            if before_env:
+                t_before.append(_time(launcher_cmd, before_env))
             t_helm.append(_time(helm_cmd, env))
             t_pass.append(_time([py, "-c", "pass"]))
             t_import.append(_time([py, "-c", "import launcher.render, launcher.config"]))
@@ -75,7 +92,10 @@ def main(argv: list[str] | None = None) -> int:
 
     med = statistics.median
     rows = [
-        ("launcher render (subprocess)", med(t_launcher), min(t_launcher)),
+        ("launcher render (subprocess; same inputs as before: cached)",
+         med(t_launcher), min(t_launcher)),
+        ("launcher render --no-cache (subprocess; a first render)", med(t_cold), min(t_cold)),
+        *([(f"launcher render from {args.before} (subprocess)", med(t_before), min(t_before))] if t_before else []),
         ("helm template (subprocess)", med(t_helm), min(t_helm)),
         ("python -c pass", med(t_pass), min(t_pass)),
         ("python -c 'import launcher.render, launcher.config'", med(t_import), min(t_import)),
@@ -83,11 +103,14 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print(f"config {args.config} backend {args.backend or 'from config'}, {args.reps} reps, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}")
-    print(f"{'what':55s} {'median ms':>10s} {'min ms':>8s}")
+    print(f"{'what':62s} {'median ms':>10s} {'min ms':>8s}")
     for name, m, lo in rows:
-        print(f"{name:55s} {m * 1000:10.1f} {lo * 1000:8.1f}")
+        print(f"{name:62s} {m * 1000:10.1f} {lo * 1000:8.1f}")
     ratio = med(t_launcher) / med(t_helm)
     print(f"ratio launcher/helm (median wall): {ratio:.2f}x  ({'faster' if ratio < 1 else 'slower'} than helm)")
+    print(f"ratio launcher --no-cache/helm (median wall): {med(t_cold) / med(t_helm):.2f}x")
+    if t_before:
+        print(f"ratio before/helm (median wall): {med(t_before) / med(t_helm):.2f}x")
     return 0
 
 

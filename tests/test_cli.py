@@ -81,3 +81,45 @@ def test_python_dash_m_entry():
                          capture_output=True, text=True)
     assert out.returncode == 2
     assert "name: expected a string matching" in out.stderr and "got 'Bad_Name'" in out.stderr
+
+
+def test_help_lines_table_matches_every_verb_module():
+    """`launcher --help` lists verbs from commands.HELP_LINES without importing them: it must say what the
+    modules say."""
+    import importlib
+
+    from launcher.commands import HELP_LINES
+
+    assert list(HELP_LINES) == list(VERBS)
+    for verb, module in VERBS.items():
+        assert HELP_LINES[verb] == importlib.import_module(f"launcher.commands.{module}").HELP, verb
+
+
+def _modules_after(argv: list[str]) -> set[str]:
+    code = (
+        "import sys, json; from launcher.cli import main; rc = main(%r); "
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('launcher', 'pydantic', 'kubernetes', "
+        "'numpy', 'rich', 'matplotlib', 'pyarrow', 'jinja2', 'yaml')))))" % (argv,)
+    )
+    env = {**os.environ, "KUBECONFIG": "/nonexistent", "XDG_CACHE_HOME": "/nonexistent/cache"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    import json
+
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_help_imports_no_verb_and_a_verb_imports_only_itself():
+    mods = _modules_after(["--help"])
+    assert not {m for m in mods if m.startswith("launcher.commands.") and m != "launcher.commands"}, mods
+    assert not mods & {"pydantic", "kubernetes", "numpy", "rich", "jinja2", "yaml"}, mods
+    mods = _modules_after(["validate", EXP3])
+    verbs = {m for m in mods if m.startswith("launcher.commands.") and not m.startswith("launcher.commands._")}
+    assert verbs == {"launcher.commands.validate"}, verbs
+    assert not mods & {"kubernetes", "numpy", "rich", "matplotlib", "pyarrow"}, mods
+    help_out = subprocess.run([sys.executable, "-m", "launcher", "--help"], capture_output=True, text=True).stdout
+    from launcher.commands import HELP_LINES
+
+    flat = " ".join(help_out.split())
+    for verb in VERBS:  # every verb is still listed, with its help (argparse wraps it: compare unwrapped)
+        assert f" {verb} {HELP_LINES[verb]}" in flat, verb
+    assert main(["render", "--help"]) == 0  # and a verb's own --help still has its arguments

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from launcher.metrics import LineSplitter, LogParser, ParseCounters, StepRecord, parse_line, parse_value
@@ -254,3 +254,61 @@ def test_metric_like_garbage_never_raises(text):
     p.finish()
     c = p.counters
     assert c.lines == c.records + c.noise + c.malformed + c.non_utf8 + c.truncated
+
+
+# The orjson fast path (`_items_fast`) must give exactly what the per-item reference (`_items`) gives, or
+# decline (None). Generated lines mix verl-like keys with values of every kind the grammar names and
+# near-misses of each (blanks, upper-case or unsigned exponents, wide integers, bad numpy reprs, quotes).
+_VALUE_TEXTS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.integers(-(2**70), 2**70).map(str),
+    st.sampled_from(["1e-06", "1e5", "1E-06", "1.5E5", "1.5e5", "-0", "-0.0", "007", "+1.5", ".5", "1.", "nan",
+                     "inf", "True", "np.True_", "np.int32(2)", "np.int32(02)", "np.float64('1.5')",
+                     "np.float64(nan)", "np.foo(2)", "np.int64(1", " 1.5", "1.5 ", "\t2", "1,2", "[1]", "{}",
+                     "true", "null", '"1"', "1\\", "", "1e+400", "٣", "1_0.5"]),
+    st.text(alphabet=st.sampled_from("0123456789.-+eE:np()' \t,"), max_size=12),
+)
+_KEYS = st.one_of(st.sampled_from(["actor/lr", "a", "critic/score/mean", "val-core/x/acc/mean@1", "a:b", "k ",
+                                   "", "dup", "x\x00", "é/ü", 'q"', "s\\"]),
+                  st.text(alphabet=st.sampled_from("abc/_:-@ "), min_size=0, max_size=8))
+
+
+# (a loaded CI box generates these slowly: that is no failure of the parser)
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(_KEYS, _VALUE_TEXTS), min_size=1, max_size=8))
+def test_fast_items_agree_with_the_reference(pairs):
+    from launcher.metrics.parser import _items, _items_fast
+
+    rest = " - ".join(f"{k}:{v}" for k, v in pairs)
+    fast = _items_fast(rest)
+    if fast is not None:
+        slow = _items(rest)
+        assert slow is not None, rest
+        assert list(fast.items()) == list(slow.items()), rest
+        assert [type(v) for v in fast.values()] == [type(v) for v in slow.values()], rest
+
+
+def test_fast_items_do_not_let_a_memoised_repr_excuse_a_torn_one():
+    """A repr seen whole (`np.int64(1)`) is memoised; the same text torn before its `)` is still malformed."""
+    from launcher.metrics.parser import _items_fast
+
+    assert _items_fast("a:np.int64(1) - b:0.5") == {"a": 1, "b": 0.5}
+    assert _items_fast("a:np.int64(1") is None and parse_line("step:1 - a:np.int64(1") is None
+    assert _items_fast("a:np.int64(1 - b:0.5)") is None and parse_line("step:1 - a:np.int64(1 - b:0.5)") is None
+
+
+def test_fast_items_take_verl_lines():
+    """The fast path is taken for real verl lines (numpy reprs included), so the speed-up is real."""
+    from launcher import simlog
+    from launcher.metrics.parser import _items, _items_fast
+
+    taken = 0
+    for line in simlog.generate(steps=30, seed=3, val_before_train=True):
+        if "step:" not in line:
+            continue
+        rest = line[line.index("step:"):].rstrip("\n").partition(" - ")[2]
+        fast = _items_fast(rest)
+        if fast is not None:
+            taken += 1
+            assert list(fast.items()) == list(_items(rest).items())
+    assert taken >= 30

@@ -1,6 +1,8 @@
 """`python -m launcher`: kubectl-like verbs over one experiment spec.
 
-Verbs live in `launcher.commands.<module>` (see `commands.VERBS`). A verb module keeps its top-level
+Verbs live in `launcher.commands.<module>` (see `commands.VERBS`). Only the module of the verb being
+run is imported: the other verbs appear in the parser with their one-line help from
+`commands.HELP_LINES`, so `launcher --help` imports no verb at all. A verb module keeps its top-level
 imports light (argparse, typing) and imports heavy libraries inside `run`, so `--help`, `render`
 and `validate` start fast and never load the Kubernetes client.
 """
@@ -14,7 +16,7 @@ import os
 import sys
 
 from launcher import __version__
-from launcher.commands import VERBS
+from launcher.commands import HELP_LINES, VERBS
 from launcher.errors import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, LauncherError, exit_codes_epilog
 
 
@@ -27,15 +29,20 @@ class _HelpFormatter(argparse.HelpFormatter):
         return super()._fill_text(text, width, indent)
 
 
-def _verb_modules():
-    for verb, mod in VERBS.items():
-        name = f"launcher.commands.{mod}"
-        if importlib.util.find_spec(name) is not None:
-            yield verb, importlib.import_module(name)
+def _available(verb: str) -> bool:
+    return importlib.util.find_spec(f"launcher.commands.{VERBS[verb]}") is not None
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser: one sub-command per available verb module."""
+def _module(verb: str):
+    return importlib.import_module(f"launcher.commands.{VERBS[verb]}")
+
+
+def build_parser(verbs=None) -> argparse.ArgumentParser:
+    """The argument parser: one sub-command per available verb module.
+
+    `verbs`: the verbs whose arguments are declared (their modules imported); None: all of them (shell
+    completion, tests). The others are listed with their one-line help only, which is all `--help` and
+    argparse's "invalid choice" message need."""
     epilog = exit_codes_epilog()
     parser = argparse.ArgumentParser(
         prog="launcher",
@@ -45,12 +52,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"launcher {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
-    for verb, module in _verb_modules():
+    for verb in VERBS:
+        if not _available(verb):
+            continue
+        if verbs is not None and verb not in verbs and verb in HELP_LINES:
+            sub.add_parser(verb, help=HELP_LINES[verb])
+            continue
+        module = _module(verb)
         p = sub.add_parser(verb, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP),
                            epilog=epilog, formatter_class=_HelpFormatter)
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
     return parser
+
+
+def _verb_of(argv: list[str]) -> str | None:
+    """The verb named on the command line: the first word that is not an option (the top-level options,
+    --help and --version, take no value)."""
+    for arg in argv:
+        if arg == "--":
+            return None
+        if not arg.startswith("-"):
+            return arg
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser([_verb_of(argv)])
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on bad flags, 0 on --help

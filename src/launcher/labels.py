@@ -7,8 +7,12 @@ installs) together with `app.kubernetes.io/part-of: grpo-launcher`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from launcher import __version__
-from launcher.spec import ExperimentSpec
+
+if TYPE_CHECKING:  # `list`, `status`, `delete` need only the constants: they must not build the spec's models
+    from launcher.spec import ExperimentSpec
 
 APP_NAME = "verl-grpo"
 PART_OF = "grpo-launcher"

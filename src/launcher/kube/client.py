@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+import orjson
+
 from launcher.errors import BadInput, ClusterError
 from launcher.kube.clientlog import ClientLog, client_log
 
@@ -193,8 +195,9 @@ class Kube:
         except (urllib3.exceptions.HTTPError, OSError) as exc:  # unreachable, refused, timed out, TLS
             raise self._network_error(exc, what) from None
         try:
-            return json.loads(data) if data else {}
-        except ValueError:  # a proxy's HTML page, say: the server's fault, not ours
+            # orjson: a LIST of 1,000 jobs is ~10 MB of JSON, which the standard library decodes ~5x slower
+            return orjson.loads(data) if data else {}
+        except ValueError:  # a proxy's HTML page, say: the server's fault, not ours (orjson's error is one)
             raise ClusterError(f"the API server at {self.server} answered {what} with something that is not "
                                f"JSON: {_one_line(data[:80].decode('utf-8', 'replace'))}") from None
 
