@@ -9,9 +9,6 @@ after start-up), and the Python start-up floor: `python -c pass` and `python -c 
     .venv/bin/python bench/bench_render.py [--config configs/grpo-exp3.yaml] [--backend B] [--reps 21] \\
         [--before OLD/src]
 
-`launcher render` is timed twice: as a repeat render of the same inputs (answered from the launcher's
-render cache, launcher.render_cache, in a temporary $XDG_CACHE_HOME) and with --no-cache (a first render).
-
 helm is the one from `make tools` (tests/helm_tools.py finds it); nothing on PATH is used.
 """
 
@@ -62,22 +59,15 @@ def main(argv: list[str] | None = None) -> int:
         values = Path(tmp) / "values.yaml"
         values.write_text(gen_chart.values_text(gen_chart.values_for_config(args.config, [], args.backend), args.config))
         launcher_cmd = [py, "-m", "launcher", "render", args.config, *backend]
-        cold_cmd = [*launcher_cmd, "--no-cache"]  # what a first render of these inputs costs
-        cache = Path(tmp) / "cache"  # the launcher's render cache (launcher.render_cache), this run's own
-        env["XDG_CACHE_HOME"] = str(cache)
         env["PYTHONPATH"] = str(ROOT / "src")
         before_env = {**env, "PYTHONPATH": args.before} if args.before else None
         helm_cmd = [helm, "template", "grpo-exp3", str(CHART), "-f", str(values)]
         # same objects? (cheap sanity check: the parity tests prove it properly)
         for cmd in (launcher_cmd, helm_cmd):
-            _time(cmd, env)  # warm the page cache for both binaries (and the render cache)
-        fresh = subprocess.run(cold_cmd, check=True, capture_output=True, text=True, env=env).stdout
-        cached = subprocess.run(launcher_cmd, check=True, capture_output=True, text=True, env=env).stdout
-        assert fresh == cached, "a cached render differs from a fresh one"
-        t_launcher, t_cold, t_before, t_helm, t_pass, t_import = [], [], [], [], [], []
+            _time(cmd, env)  # warm the page cache for both binaries
+        t_launcher, t_before, t_helm, t_pass, t_import = [], [], [], [], []
         for _ in range(args.reps):
             t_launcher.append(_time(launcher_cmd, env))
-            t_cold.append(_time(cold_cmd, env))
             if before_env:
                 t_before.append(_time(launcher_cmd, before_env))
             t_helm.append(_time(helm_cmd, env))
@@ -92,9 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
     med = statistics.median
     rows = [
-        ("launcher render (subprocess; same inputs as before: cached)",
-         med(t_launcher), min(t_launcher)),
-        ("launcher render --no-cache (subprocess; a first render)", med(t_cold), min(t_cold)),
+        ("launcher render (subprocess)", med(t_launcher), min(t_launcher)),
         *([(f"launcher render from {args.before} (subprocess)", med(t_before), min(t_before))] if t_before else []),
         ("helm template (subprocess)", med(t_helm), min(t_helm)),
         ("python -c pass", med(t_pass), min(t_pass)),
@@ -108,7 +96,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:62s} {m * 1000:10.1f} {lo * 1000:8.1f}")
     ratio = med(t_launcher) / med(t_helm)
     print(f"ratio launcher/helm (median wall): {ratio:.2f}x  ({'faster' if ratio < 1 else 'slower'} than helm)")
-    print(f"ratio launcher --no-cache/helm (median wall): {med(t_cold) / med(t_helm):.2f}x")
     if t_before:
         print(f"ratio before/helm (median wall): {med(t_before) / med(t_helm):.2f}x")
     return 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from launcher.commands._common import add_config_arguments, check_format, load_from_args, mark_completion
@@ -26,9 +25,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="GitOps output: no TTL self-deletion (Argo CD/Flux would recreate a job that deleted itself)",
     )
-    parser.add_argument("--no-cache", action="store_true",
-                        help="render afresh even if these exact inputs were rendered before "
-                             "(see launcher.render_cache)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,22 +33,19 @@ def run(args: argparse.Namespace) -> int:
     fmt = check_format(args.output, FORMATS, hint="; to write files into a directory use -d/--output-dir DIR")
     if fmt and args.output_dir:
         raise BadInput(f"-o/--output {fmt} and -d/--output-dir {args.output_dir}: choose one (stdout or files)")
-    if not args.output_dir:
-        # stdout: the same inputs give the same text, so a fresh process can answer from the cache without
-        # importing pydantic or building the spec's models (most of its start-up time)
-        from launcher import render_cache
-
-        key = None if args.no_cache else render_cache.key(args.config, args.sets, args.backend, args.gitops,
-                                                           fmt or "yaml")
-        text = render_cache.get(key)
-        if text is None:
-            text = _render_text(args, fmt)
-            render_cache.put(key, text)
-        sys.stdout.write(text)
-        return 0
     from launcher.render import object_filename, render, to_yaml
 
-    objects = render(load_from_args(args), gitops=args.gitops)
+    spec = load_from_args(args)
+    objects = render(spec, gitops=args.gitops)
+    if fmt == "json":
+        import json
+
+        # kubectl's shape for several objects: one v1 List (what `kubectl apply -f` and `jq` expect)
+        print(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2))
+        return 0
+    if not args.output_dir:
+        print(to_yaml(objects), end="")
+        return 0
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob("[0-9][0-9]-*.yaml"):
@@ -61,17 +54,4 @@ def run(args: argparse.Namespace) -> int:
         (out / object_filename(obj, index)).write_text(to_yaml([obj]))
     print(f"wrote {len(objects)} object(s) to {out}/")
     return 0
-
-
-def _render_text(args: argparse.Namespace, fmt: str | None) -> str:
-    """What `render` prints: the objects as YAML documents, or with -o json one v1 List."""
-    from launcher.render import render, to_yaml
-
-    objects = render(load_from_args(args), gitops=args.gitops)
-    if fmt == "json":
-        import json
-
-        # kubectl's shape for several objects: one v1 List (what `kubectl apply -f` and `jq` expect)
-        return json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2) + "\n"
-    return to_yaml(objects)
 
