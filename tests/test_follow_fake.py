@@ -235,38 +235,41 @@ def test_state_file_is_keyed_by_pod_container_uid_attempt(tmp_path):
     assert st.files == {f"{POD}.log": len("a\nb\n")}
 
 
-def test_api_server_outage_is_ridden_out(tmp_path):
-    """get/list raise 'connection refused' for a while (an API server restart); the follower keeps going."""
+@pytest.mark.parametrize("mode", ["watch", "poll"])
+def test_api_server_outage_is_ridden_out(tmp_path, monkeypatch, mode):
+    """Every request raises 'connection refused' for a while (an API server restart: open watches end with it);
+    the follower keeps going, by watch (re-watching from the last resourceVersion) and by poll alike."""
     from launcher.kube import ClusterUnreachable
 
+    monkeypatch.setenv("LAUNCHER_FOLLOW_STATE", mode)
     fk = FakeKube()
     fk.put(pytorchjob(JOB))
     fk.put(pod(POD, JOB))
     lines = simlog_lines(4)
     fk.append(POD, "pytorch", 0, lines[:10])
     down = threading.Event()
-    real_get, real_log = fk.get, fk.pod_log
 
-    def get(*a, **k):
-        if down.is_set():
-            raise ClusterUnreachable("cannot reach the API server at fake://: connection refused")
-        return real_get(*a, **k)
+    def refused(real):
+        def call(*a, **k):
+            if down.is_set():
+                raise ClusterUnreachable("cannot reach the API server at fake://: connection refused")
+            return real(*a, **k)
+        return call
 
-    def pod_log(*a, **k):
-        if down.is_set():
-            raise ClusterUnreachable("cannot reach the API server at fake://: connection refused")
-        return real_log(*a, **k)
-
-    fk.get, fk.pod_log = get, pod_log
+    for name in ("get", "list", "list_with_version", "watch", "pod_log"):
+        setattr(fk, name, refused(getattr(fk, name)))
     notices = []
     run_dir = RunDir(tmp_path / JOB)
     f, t, out, _ = start(fk, run_dir, on_notice=notices.append)
     time.sleep(0.3)
     down.set()
+    with fk.cond:
+        for w in fk.open_watches:
+            w.close()  # the server's end of every watch goes away with it
     for r in list(f.followers.values()):
         r.interrupt()  # the open stream dies with the server
     fk.append(POD, "pytorch", 0, lines[10:])
-    time.sleep(0.5)
+    time.sleep(1.5)  # longer than the informer's pause before re-watching a watch that ended early
     assert t.is_alive()
     down.clear()
     time.sleep(0.3)

@@ -19,6 +19,12 @@ How it stays exactly-once (no duplicated, no lost lines):
   read the same way with `previous=true` before the new one is followed.
 
 Stopping is decided from job and pod status (`kube.jobs.job_state`), never from end of stream.
+
+Where job and pod status come from (`StateSource`): by default `WatchState`, the shared watches of
+`kube.informer.ClusterStateCache` (one per kind for every run followed in this process; re-listed on 410
+Gone), so a followed run costs the API server its log streams and almost nothing else. `PollState` is
+the former way (a job GET and the pod LISTs every `poll_interval`), kept for comparison
+(`LAUNCHER_FOLLOW_STATE=poll`, bench/bench_follow_api.py) and for a `Kube` stand-in without `watch`.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from typing import Callable, Iterable, Iterator
 from launcher import placement, provenance
 from launcher.errors import ClusterError
 from launcher.kube import jobs as J
-from launcher.kube.client import ApiError, Kube
+from launcher.kube.client import POD, ApiError, ClusterTimeout, Kube
 from launcher.runs import RunDir, write_atomic
 
 _TS = re.compile(rb"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ")
@@ -379,6 +385,92 @@ def _chunks(resp) -> Iterator[bytes]:
 
 
 # --------------------------------------------------------------------------------------------------
+# Where job and pod status come from
+
+
+class PollState:
+    """The job GET and the pod LISTs, every time the follower looks (the launcher's way before watches)."""
+
+    def __init__(self, kube: Kube):
+        self.kube = kube
+
+    def read(self, ref: J.JobRef) -> tuple[dict | None, list[dict]]:
+        """(the job object or None when deleted, the run's pods); raises ClusterError when the server fails."""
+        obj = self.kube.get(ref.resource, ref.name)
+        if obj is not None:  # its status names the RayCluster, whose pods we select by label
+            ref = J.JobRef(ref.backend, ref.name, obj)
+        return obj, J.job_pods(self.kube, ref)
+
+    def wait(self, timeout: float) -> None:
+        time.sleep(timeout)
+
+    def close(self) -> None:
+        pass
+
+
+class WatchState:
+    """Job and pod status from the process's shared watches (`ClusterStateCache`): reading costs no request.
+
+    The launcher's jobs of the run's kind and all of its pods are watched by `app.kubernetes.io/part-of`
+    (one watch each for every run followed here); the run's own pods are picked from them client-side with
+    the same selectors `job_pods` sends. While a watch cannot be (re)opened, `read` raises its error, as a
+    failed poll did, so the follower's outage handling is the same."""
+
+    def __init__(self, kube: Kube, ref: J.JobRef, cache=None, sync_timeout: float = 30.0):
+        from launcher import labels as L
+        from launcher.kube.informer import ClusterStateCache
+
+        self.cache = cache or ClusterStateCache.shared(kube)
+        self.sync_timeout = sync_timeout
+        self.woken = threading.Event()
+        self.jobs = self.cache.subscribe(ref.resource, L.OWNED_SELECTOR)
+        self.pods = self.cache.subscribe(POD, L.OWNED_SELECTOR)
+        for inf in (self.jobs, self.pods):
+            inf.add_listener(self.woken.set)
+
+    def read(self, ref: J.JobRef) -> tuple[dict | None, list[dict]]:
+        for inf in (self.jobs, self.pods):
+            if inf.fatal is not None:
+                raise inf.fatal
+            if not inf.wait_synced(self.sync_timeout):
+                raise inf.error or ClusterTimeout(f"the API server at {inf.kube.server} did not answer the first "
+                                                  f"list of {inf.resource.plural} in {self.sync_timeout:g} s")
+            if inf.failing_since is not None and inf.error is not None:
+                raise inf.error
+        obj = next((o for o in self.jobs.snapshot() if (o.get("metadata") or {}).get("name") == ref.name), None)
+        if obj is not None:
+            ref = J.JobRef(ref.backend, ref.name, obj)
+        return obj, J.select_pods(ref, self.pods.snapshot())
+
+    def wait(self, timeout: float) -> None:
+        """Until a watched object changes (or `timeout`: the follower also checks its own deadline and threads)."""
+        self.woken.wait(timeout)
+        self.woken.clear()
+
+    def close(self) -> None:
+        for inf in (self.jobs, self.pods):
+            try:
+                inf._listeners.remove(self.woken.set)
+            except ValueError:
+                pass
+            self.cache.unsubscribe(inf)
+
+
+def state_source(kube: Kube, ref: J.JobRef, cache=None):
+    """`WatchState` unless `LAUNCHER_FOLLOW_STATE=poll` (or `kube` cannot watch): then `PollState`."""
+    import os
+
+    mode = os.environ.get("LAUNCHER_FOLLOW_STATE", "watch").strip().lower()
+    if mode not in ("watch", "poll"):
+        from launcher.errors import BadInput
+
+        raise BadInput(f"LAUNCHER_FOLLOW_STATE: expected 'watch' or 'poll', got {mode!r}")
+    if mode == "poll" or not hasattr(kube, "watch"):
+        return PollState(kube)
+    return WatchState(kube, ref, cache)
+
+
+# --------------------------------------------------------------------------------------------------
 # The run
 
 
@@ -398,8 +490,11 @@ class LogFollower:
                  on_records: RecordSink | None = None, on_notice: Callable[[str], None] | None = None,
                  on_status: Callable[[J.JobState, list[dict]], None] | None = None,
                  poll_interval: float = 1.0, read_timeout: float = 30.0, stream_hook: StreamHook | None = None,
-                 metrics: bool = True, outage_limit: float = 300.0, exit_grace_s: float | None = None):
+                 metrics: bool = True, outage_limit: float = 300.0, exit_grace_s: float | None = None,
+                 state=None):
+        """`state`: where job and pod status come from (`state_source` by default: the shared watches)."""
         self.kube = kube
+        self._state_arg = state
         self.ref = ref
         self.run_dir = run_dir.ensure()
         self.container = container
@@ -507,13 +602,16 @@ class LogFollower:
         finishing = not follow
         st = J.job_state(self.ref.backend, self.ref.obj)
         outage_since = None
+        source = self._state_arg
         try:
+            if source is None:
+                source = state_source(self.kube, self.ref)
             while True:
                 try:
-                    obj = self.kube.get(self.ref.resource, self.ref.name)
+                    obj, pods = source.read(self.ref)
                     if obj is not None:  # its status names the RayCluster, whose pods we select by label
                         self.ref = J.JobRef(self.ref.backend, self.ref.name, obj)
-                    pods = self._pods()
+                    pods = self._filter(pods)
                 except ClusterError as exc:
                     # an API server restart or blip: keep following once it is back; give up after a while
                     if not transient(exc) or (outage_since and time.monotonic() - outage_since > self.outage_limit):
@@ -542,8 +640,10 @@ class LogFollower:
                     for pf in self.followers.values():
                         pf.join()
                     break
-                time.sleep(self.poll_interval)
+                source.wait(self.poll_interval)
         finally:
+            if source is not None and source is not self._state_arg:
+                source.close()
             for pf in self.followers.values():
                 pf.finish.set()
                 pf.interrupt()
@@ -573,8 +673,7 @@ class LogFollower:
             wl = None
         self.notice("queued: " + (Q.admission(wl).line() if wl else st.reason))
 
-    def _pods(self) -> list[dict]:
-        pods = J.job_pods(self.kube, self.ref)
+    def _filter(self, pods: list[dict]) -> list[dict]:
         if self.pod_filter:
             pods = [p for p in pods if p["metadata"]["name"] in self.pod_filter
                     or J.short_name(p, self.ref.name) in self.pod_filter]
