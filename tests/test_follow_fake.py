@@ -328,3 +328,39 @@ def test_a_refused_pod_log_ends_the_follow_with_the_permission_error(tmp_path):
     assert isinstance(out.get("raised"), ApiError) and out["raised"].status == 403
     assert 'cannot get resource "pods/log"' in str(out["raised"])
     assert len(calls) == 1  # not retried
+
+
+def test_launcher_killed_in_its_first_delivery_restarts_without_duplicates(tmp_path):
+    """What a SIGKILL leaves when it lands after the first lines reached the raw log (and metrics) but before the
+    state was saved (the save is throttled): the raw log's length was recorded when its follower started, so
+    the restarted follower cuts it back and reads those lines once."""
+    import shutil
+
+    fk = FakeKube()
+    fk.put(pytorchjob(JOB))
+    fk.put(pod(POD, JOB))
+    lines = simlog_lines(4)
+    fk.append(POD, "pytorch", 0, lines[:12])
+    run_dir = RunDir(tmp_path / "live" / JOB)
+    f, t, out, _ = start(fk, run_dir)
+    real_save = f.state.save
+    f.state.save = lambda force=False, interval=0.2: real_save(force=True) if force else None
+    assert wait_until(lambda: run_dir.pod_log(POD).exists() and len(raw(run_dir)) == 12)
+    killed = tmp_path / "killed" / JOB
+    shutil.copytree(run_dir.path, killed)  # the disk as the killed launcher left it
+    finish(fk)
+    t.join(10)
+    fk.append(POD, "pytorch", 0, lines[12:])
+    again = RunDir(killed)
+    LogFollower(fk, ref_of(fk), again, poll_interval=0.05, read_timeout=2).run()
+    assert raw(again) == lines
+    assert [r["step"] for r in rows(again)] == [1, 2, 3, 4]
+
+
+def wait_until(pred, timeout=10.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return False

@@ -604,8 +604,8 @@ class LogFollower:
         outage_since = None
         source = self._state_arg
         try:
-            if source is None:
-                source = state_source(self.kube, self.ref)
+            if source is None:  # reading what is there once (`logs` without -f) is one GET and LIST: no watch
+                source = state_source(self.kube, self.ref) if follow else PollState(self.kube)
             while True:
                 try:
                     obj, pods = source.read(self.ref)
@@ -700,11 +700,22 @@ class LogFollower:
             return
         # where it ran (KWOK fake or real node), for the report's "simulated" note (launcher.placement)
         placement.record(self.kube, self.run_dir.path, pod)
+        self._register_log(f"{md['name']}.log")
         pf = PodFollower(self, pod, container)
         if finishing:
             pf.finish.set()
         self.followers[uid] = pf
         pf.start()
+
+    def _register_log(self, fname: str) -> None:
+        """Record a raw log's length before its follower first reads: a launcher killed in its first delivery
+        (raw lines written, state not yet saved) then restarts from that length, not from an unknown tail."""
+        with self.state.lock:
+            if fname in self.state.files:
+                return
+            p = self.run_dir.logs / fname
+            self.state.files[fname] = p.stat().st_size if p.exists() else 0
+        self.state.save(force=True)
 
     def close(self) -> None:
         with self._deliver_lock:

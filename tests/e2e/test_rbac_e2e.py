@@ -135,6 +135,10 @@ def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed
             lambda: refused(launcher("delete", doomed[12], "-n", ns, "--no-wait"), c),
         ("", "pods", "list", False): lambda: refused(launcher("status", job, "-n", ns), c),
         ("", "pods/log", "get", False): lambda: refused(launcher("logs", job, "-n", ns), c),
+        # following: job and pod state through watches (launcher.kube.informer)
+        ("kubeflow.org", "pytorchjobs", "watch", False): lambda: refused(launcher("logs", job, "-n", ns, "-f"), c),
+        ("ray.io", "rayjobs", "watch", False): lambda: refused(launcher("logs", ray, "-n", ns, "-f"), c),
+        ("", "pods", "watch", False): lambda: refused(launcher("logs", job, "-n", ns, "-f"), c),
         ("", "events", "list", False): lambda: refused(launcher("status", job, "-n", ns), c),
         # the config sets no queue: doctor's access review is what notices
         ("kueue.x-k8s.io", "localqueues", "get", False): lambda: doctor_says("get kueue.x-k8s.io/localqueues"),
