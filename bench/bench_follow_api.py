@@ -5,12 +5,15 @@ On the local control plane (`make cluster-up`): creates a namespace with N simul
 `workload: smoke` CPU pods pinned to the KWOK nodes, so 50 fit; KWOK keeps each pod Running for 30 min and
 serves every pod one live verl log through a `ClusterLogs`, a line appended every 2 s). For each size
 (1, 10, 50) and mode (`LAUNCHER_FOLLOW_STATE=poll`, the launcher's former way; `watch`, the default), a
-child process follows that many runs with the real `LogFollower`s (one process, as a sweep will), and over a
-steady-state window (after a warm-up) the parent reads kube-apiserver's own `/metrics`
-(`apiserver_request_total`, through the kubeconfig's admin credentials) before and after: requests on
-`pods` and `pytorchjobs` by verb, log streams (`pods/log`) counted apart. The API server is shared (its
-controllers, KWOK, other users), so a window with no follower is measured first and its counts subtracted;
-the child also counts its own requests (client side), which must agree. Also: the child's CPU time in the
+child process follows that many runs with the real `LogFollower`s (one process, as a sweep will) as a
+ServiceAccount bound to exactly the Role `launcher rbac` renders. Over a steady-state window (after a
+warm-up) the parent reads kube-apiserver's own `/metrics` (admin credentials of the kubeconfig) before and
+after: `apiserver_flowcontrol_dispatched_requests_total` of a FlowSchema that matches only that
+ServiceAccount, i.e. every request of the follower that API Priority and Fairness handles, which is all of
+them except the long-running log streams (APF does not track long-running requests other than watches),
+so "beyond the log streams" is measured by the server itself, unaffected by anyone else using the shared
+API server (`apiserver_request_total` has no per-client label; its pod/pytorchjob counts are printed for
+context). The child also counts its own requests, which must agree. Also: the child's CPU time in the
 window and its peak RSS.
 
     .venv/bin/python bench/bench_follow_api.py [--sizes 1,10,50] [--window 30] [--warmup 10]
@@ -81,7 +84,7 @@ def child(a) -> int:
     print("MARK1 " + json.dumps({
         "client": dict(c1 - c0),
         "cpu_s": (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime),
-        "peak_rss_mib": r1.ru_maxrss / 1024,
+        "peak_rss_mib": peak_rss_mib(),
         "lines": sum(f.lines for f in followers),
         "streams": sum(len(f.followers) for f in followers)}), flush=True)
     for t in threads:
@@ -89,11 +92,25 @@ def child(a) -> int:
     return 0
 
 
+def peak_rss_mib() -> float:
+    """This process's peak RSS (`VmHWM`; `ru_maxrss` would report the parent's, kept across fork+exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 # -- the parent -----------------------------------------------------------------------------------
 
 
-def scrape(kube) -> Counter:
-    """`apiserver_request_total` summed by (verb, resource[/subresource]) for the resources of interest."""
+FLOW_SCHEMA = "bench-follow-{ns}"
+
+
+def scrape(kube, flow_schema: str) -> Counter:
+    """From kube-apiserver's /metrics: `apiserver_request_total` by (verb, resource[/subresource]) for pods and
+    pytorchjobs (everyone's traffic), and ("dispatched", flow schema): the requests API Priority and Fairness
+    dispatched for the follower's own identity (its FlowSchema matches only the follower's ServiceAccount).
+    APF does not track long-running requests other than watches, so a following log stream is not in it."""
     import urllib3
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -106,6 +123,10 @@ def scrape(kube) -> Counter:
         raise SystemExit(f"GET /metrics answered {resp.status}: the kubeconfig's user cannot read the metrics")
     out: Counter = Counter()
     for fam in text_string_to_metric_families(resp.data.decode()):
+        if fam.name == "apiserver_flowcontrol_dispatched_requests":
+            for s in fam.samples:
+                if s.labels.get("flow_schema") == flow_schema and s.name.endswith("_total"):
+                    out[("dispatched", flow_schema)] += s.value
         if fam.name != "apiserver_request":
             continue
         for s in fam.samples:
@@ -117,33 +138,46 @@ def scrape(kube) -> Counter:
     return out
 
 
-def split(delta: Counter) -> tuple[float, float, dict]:
-    """(requests other than log streams, log-stream requests, detail) of one window's delta."""
-    logs = sum(v for (verb, res), v in delta.items() if res == "pods/log")
-    # state requests the follower could send: reads (GET/LIST/WATCH) of pods and pytorchjobs
-    state = sum(v for (verb, res), v in delta.items() if res in RESOURCES and verb in ("GET", "LIST", "WATCH"))
-    return state, logs, {f"{v} {r}": n for (v, r), n in sorted(delta.items()) if n}
+def isolate(info, ns: str, tmp: Path) -> str:
+    """A ServiceAccount bound to the Role `launcher rbac` renders (so the follower runs with exactly the
+    permissions the launcher documents), a kubeconfig with its token, and a FlowSchema that matches only it."""
+    import yaml
+    from rbac_support import launcher_user
+
+    user, _, _ = launcher_user(info, ns, "bench-follower", tmp / "follower-kubeconfig")
+    fs = {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+          "metadata": {"name": FLOW_SCHEMA.format(ns=ns)},
+          "spec": {"priorityLevelConfiguration": {"name": "workload-low"}, "matchingPrecedence": 500,
+                   "distinguisherMethod": {"type": "ByUser"},
+                   "rules": [{"subjects": [{"kind": "ServiceAccount",
+                                            "serviceAccount": {"name": "bench-follower", "namespace": ns}}],
+                              "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                                                 "namespaces": ["*"], "clusterScope": True}],
+                              "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}}
+    info.kubectl("apply", "-f", "-", input=yaml.safe_dump(fs))
+    return str(user.kubeconfig)
+
+
+def split(delta: Counter) -> tuple[float, dict]:
+    """(the follower's own dispatched requests, everyone's pod/pytorchjob requests by verb) of one window."""
+    mine = sum(v for (verb, _), v in delta.items() if verb == "dispatched")
+    return mine, {f"{v} {r}": n for (v, r), n in sorted(delta.items()) if n and v != "dispatched"}
 
 
 def window(kube, a, mode: str, jobs: list[str], tmp: Path) -> dict:
-    env = {**os.environ, "LAUNCHER_FOLLOW_STATE": mode or "watch", "PYTHONPATH": str(REPO / "src")}
-    if not jobs:  # the background: nobody follows
-        time.sleep(a.warmup)
-        m0 = scrape(kube)
-        time.sleep(a.window)
-        m1 = scrape(kube)
-        return {"mode": "none", "runs": 0, "server": m1 - m0}
+    env = {**os.environ, "LAUNCHER_FOLLOW_STATE": mode, "PYTHONPATH": str(REPO / "src")}
+    fs = FLOW_SCHEMA.format(ns=a.namespace)
     runs = tmp / f"runs-{mode}-{len(jobs)}"
-    p = subprocess.Popen([sys.executable, __file__, "--child", "--kubeconfig", a.kubeconfig, "--namespace",
+    p = subprocess.Popen([sys.executable, __file__, "--child", "--kubeconfig", a.follower_kubeconfig, "--namespace",
                           a.namespace, "--runs", str(runs), "--jobs", ",".join(jobs), "--warmup", str(a.warmup),
                           "--window", str(a.window)], env=env, stdout=subprocess.PIPE, text=True)
     m0 = m1 = None
     info = {}
     for line in p.stdout:
         if line.startswith("MARK0"):
-            m0 = scrape(kube)
+            m0 = scrape(kube, fs)
         elif line.startswith("MARK1"):
-            m1 = scrape(kube)
+            m1 = scrape(kube, fs)
             info = json.loads(line.split(" ", 1)[1])
     p.wait(120)
     if m0 is None or m1 is None:
@@ -210,44 +244,42 @@ def main() -> int:
     live = None
     results = []
     try:
-        t0 = time.monotonic()
-        jobs, live = setup(kube, a, max(sizes))
-        print(f"# {max(sizes)} simulated runs Running in {a.namespace} after {time.monotonic() - t0:.0f} s",
-              file=sys.stderr)
         with tempfile.TemporaryDirectory(prefix="bench-follow-") as tmp:
-            results.append(window(kube, a, "", [], Path(tmp)))
+            a.follower_kubeconfig = isolate(info, a.namespace, Path(tmp))
+            t0 = time.monotonic()
+            jobs, live = setup(kube, a, max(sizes))
+            print(f"# {max(sizes)} simulated runs Running in {a.namespace} after {time.monotonic() - t0:.0f} s",
+                  file=sys.stderr)
             for n in sizes:
                 for mode in ("poll", "watch"):
                     r = window(kube, a, mode, jobs[:n], Path(tmp))
                     results.append(r)
-                    print(f"# {mode} {n}: {split(r['server'])[:2]}", file=sys.stderr)
+                    print(f"# {mode} {n}: {split(r['server'])[0]:.0f} requests in the window", file=sys.stderr)
     finally:
         if live is not None:
             live.stop()
+        info.kubectl("delete", "flowschema", FLOW_SCHEMA.format(ns=a.namespace), "--ignore-not-found", check=False)
         info.kubectl("delete", "clusterlogs", f"{a.namespace}-all", "--ignore-not-found", "--wait=false",
                      check=False)
         info.kubectl("delete", "pytorchjobs", "--all", "-n", a.namespace, "--wait=false", check=False)
         info.kubectl("delete", "namespace", a.namespace, "--wait=false", check=False)
-    base_state, base_logs, base_detail = split(results[0]["server"])
     per_min = 60.0 / a.window
-    print(f"window {a.window:g} s after {a.warmup:g} s warm-up; background (no follower) in the window: "
-          f"{base_state:.0f} pod/pytorchjob reads, {base_logs:.0f} log requests ({base_detail})")
-    print("| runs | mode | server: reads/run/min (minus background) | server: log streams opened/run/min | "
-          "client: non-log requests/run/min | follower CPU (% of a core) | peak RSS (MiB) | lines read |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|")
-    for r in results[1:]:
-        state, logs, _ = split(r["server"])
+    print(f"window {a.window:g} s of steady state after {a.warmup:g} s warm-up; one follower process per case")
+    print("| runs | mode | API requests/run/min beyond log streams (server: APF, the follower's FlowSchema) | "
+          "same, client-side count | follower CPU in the window (% of a core) | peak RSS (MiB) | log lines read |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
+    for r in results:
+        mine, _ = split(r["server"])
         n = r["runs"]
         client = sum(v for k, v in r["client"].items() if not k.startswith("log"))
-        print(f"| {n} | {r['mode']} | {max(state - base_state, 0) * per_min / n:.2f} | {logs * per_min / n:.2f} | "
-              f"{client * per_min / n:.2f} | {100 * r['cpu_s'] / a.window:.1f} | {r['peak_rss_mib']:.0f} | "
-              f"{r['lines']} |")
-    print("\nclient-side detail per case (requests in the window):")
-    for r in results[1:]:
+        print(f"| {n} | {r['mode']} | {mine * per_min / n:.2f} | {client * per_min / n:.2f} | "
+              f"{100 * r['cpu_s'] / a.window:.1f} | {r['peak_rss_mib']:.0f} | {r['lines']} |")
+    print("\nclient-side detail per case (the follower's requests in the window; `log` = log streams opened):")
+    for r in results:
         print(f"  {r['mode']:5} {r['runs']:3}: {dict(sorted(r['client'].items()))}")
-    print("server-side detail per case (requests in the window, background included):")
-    for r in results[1:]:
-        print(f"  {r['mode']:5} {r['runs']:3}: {split(r['server'])[2]}")
+    print("server-side apiserver_request_total on pods/pytorchjobs in the window (everyone's, for context):")
+    for r in results:
+        print(f"  {r['mode']:5} {r['runs']:3}: {split(r['server'])[1]}")
     return 0
 
 

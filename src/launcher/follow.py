@@ -519,6 +519,7 @@ class LogFollower:
         self.rows = 0
         self._notices: set[str] = set()
         self._queue_checked = float("-inf")
+        self._kueue_version: str | None = None
         # what ran, for relaunch/diff (launcher.provenance): each container's imageID, verl's start-up config
         self.images = provenance.ImageRecorder(self.run_dir)
         self._config_captures: dict[str, provenance.VerlConfigCapture] | None = (
@@ -658,16 +659,19 @@ class LogFollower:
         return FollowResult(st, self.lines, self.rows, errors)
 
     def _queue_notice(self, st: J.JobState) -> None:
-        """A run held by Kueue: say why it waits (its Workload), looked up at most every 15 s. Waiting is no error:
+        """A run held by Kueue: say why it waits (its Workload), looked up at most every 60 s. Waiting is no error:
         the follow goes on through queueing and through a pre-emption that suspends the job again."""
         from launcher.kube import kueue as Q
 
         now = time.monotonic()
-        if now - self._queue_checked < 15:
+        # every 60 s, the served version found once: a queued run costs about one request a minute
+        if now - self._queue_checked < 60:
             return
         self._queue_checked = now
         try:
-            version = Q.served_version(self.kube)
+            if self._kueue_version is None:
+                self._kueue_version = Q.served_version(self.kube) or ""
+            version = self._kueue_version
             wl = Q.workload_for(self.kube, self.ref.obj, version) if version else None
         except ClusterError:  # (a refused Workload list included): the job's own reason still says it is queued
             wl = None
