@@ -344,7 +344,7 @@ def test_launcher_killed_in_its_first_delivery_restarts_without_duplicates(tmp_p
     run_dir = RunDir(tmp_path / "live" / JOB)
     f, t, out, _ = start(fk, run_dir)
     real_save = f.state.save
-    f.state.save = lambda force=False, interval=0.2: real_save(force=True) if force else None
+    f.state.save = lambda force=False, interval=0.2, **kw: real_save(force=True, **kw) if force else None
     assert wait_until(lambda: run_dir.pod_log(POD).exists() and len(raw(run_dir)) == 12)
     killed = tmp_path / "killed" / JOB
     shutil.copytree(run_dir.path, killed)  # the disk as the killed launcher left it

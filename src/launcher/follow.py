@@ -119,7 +119,9 @@ class FollowState:
         with self.lock:
             return self.positions.setdefault(key, Position())
 
-    def save(self, force: bool = False, interval: float = 0.2) -> None:
+    def save(self, force: bool = False, interval: float = 0.2, *, throttle: bool = True) -> None:
+        """Write the state (at most every `interval` s unless `force`); `throttle=False` leaves the next
+        throttled save free to happen at once (a registration must not delay the first delivery's save)."""
         with self.lock:
             now = time.monotonic()
             if not force and now - self._last_save < interval:
@@ -127,7 +129,8 @@ class FollowState:
             data = {"version": STATE_VERSION, "files": dict(self.files),
                     "streams": {k: p.to_json() for k, p in self.positions.items()}}
             write_atomic(self.path, json.dumps(data, indent=0, sort_keys=True))
-            self._last_save = now
+            if throttle:
+                self._last_save = now
 
 
 # --------------------------------------------------------------------------------------------------
@@ -719,7 +722,7 @@ class LogFollower:
                 return
             p = self.run_dir.logs / fname
             self.state.files[fname] = p.stat().st_size if p.exists() else 0
-        self.state.save(force=True)
+        self.state.save(force=True, throttle=False)
 
     def close(self) -> None:
         with self._deliver_lock:
