@@ -523,6 +523,7 @@ class LogFollower:
         self._notices: set[str] = set()
         self._queue_checked = float("-inf")
         self._kueue_version: str | None = None
+        self._queued_since: float | None = None
         # what ran, for relaunch/diff (launcher.provenance): each container's imageID, verl's start-up config
         self.images = provenance.ImageRecorder(self.run_dir)
         self._config_captures: dict[str, provenance.VerlConfigCapture] | None = (
@@ -631,6 +632,8 @@ class LogFollower:
                 st = J.job_state(self.ref.backend, obj)
                 if st.phase == "Queued":
                     self._queue_notice(st)
+                else:
+                    self._queued_since = None  # queued again later (pre-empted): look often again
                 self.on_status(st, pods)
                 if (st.finished or self.output_closed or self.refused is not None
                         or (deadline is not None and time.monotonic() > deadline)):
@@ -662,13 +665,16 @@ class LogFollower:
         return FollowResult(st, self.lines, self.rows, errors)
 
     def _queue_notice(self, st: J.JobState) -> None:
-        """A run held by Kueue: say why it waits (its Workload), looked up at most every 60 s. Waiting is no error:
-        the follow goes on through queueing and through a pre-emption that suspends the job again."""
+        """A run held by Kueue: say why it waits (its Workload, looked up every 15 s, after two minutes every 60 s).
+        Waiting is no error: the follow goes on through queueing and through a pre-emption that suspends it again."""
         from launcher.kube import kueue as Q
 
         now = time.monotonic()
-        # every 60 s, the served version found once: a queued run costs about one request a minute
-        if now - self._queue_checked < 60:
+        # every 15 s for the first two minutes (the Workload's reason settles), then every 60 s, with the served
+        # version found once: a run queued for long costs about one request a minute
+        if self._queued_since is None:
+            self._queued_since = now
+        if now - self._queue_checked < (15 if now - self._queued_since < 120 else 60):
             return
         self._queue_checked = now
         try:
