@@ -200,7 +200,8 @@ def setup(kube, a, n: int):
     for i in range(n):
         spec = load_spec(CONFIG, [
             "workload=smoke", "resources.gpus_per_node=0", 'resources.cpu="1"', "resources.memory=1Gi",
-            "resources.shm_size=64Mi", 'scheduling.node_selector={"type":"kwok"}', f"scheduling.namespace={a.namespace}",
+            "resources.shm_size=64Mi", 'scheduling.node_selector={"type":"kwok"}',
+            f"scheduling.namespace={a.namespace}",
             f"trainer.total_training_steps={1000 + i}", f"scheduling.pod_annotations={ann}"])
         create_all(kube, render(spec))
         jobs.append(spec.job_name)
