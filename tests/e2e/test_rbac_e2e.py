@@ -34,8 +34,8 @@ def without(objs: list[dict], call) -> list[dict]:
         role = copy.deepcopy(next(o for o in objs if o["kind"] == kind))
         for rule in role["rules"]:
             if rule["apiGroups"] == [call.group] and rule["resources"] == [call.resource] and (
-                    kind == "ClusterRole" or not call.cluster_scoped):
-                rule["verbs"].remove(call.verb)
+                    kind == "ClusterRole" or not call.cluster_scoped) and call.verb in rule["verbs"]:
+                rule["verbs"].remove(call.verb)  # (the ClusterRole's pods rule has list, never watch)
         role["rules"] = [r for r in role["rules"] if r["verbs"]]
         roles.append(role)
     return roles
