@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.kube.client import ApiError, Resource
+from launcher.kube.client import ApiError, Resource, WatchExpired
 
 
 # --------------------------------------------------------------------------------------------------
@@ -193,21 +193,66 @@ class FakeKube:
         self.created: list[dict] = []
         self.deleted: list[tuple[str, str]] = []
         self.on_create = None
+        # watches: every change is an event at a new resourceVersion; versions below `gone_below` are compacted
+        self.rv = 0
+        self.events: list[tuple[int, str, str, dict]] = []  # (rv, kind, type, obj)
+        self.gone_below = 0
+        self.open_watches: list[FakeWatch] = []
+        self.requests: list[str] = []  # "get Kind", "list Kind", "watch Kind", "listrv Kind": what was asked
 
     # -- the seam ---------------------------------------------------------------------------
 
     def get(self, res: Resource, name: str, *, namespace=None):
+        self.requests.append(f"get {res.kind}")
         obj = self.objects.get((res.kind, name))
         return json.loads(json.dumps(obj)) if obj is not None else None
 
     def list(self, res: Resource, *, selector=None, field_selector=None, namespace=None, all_namespaces=False):
-        want = dict(kv.split("=", 1) for kv in selector.split(",")) if selector else {}
+        self.requests.append(f"list {res.kind}")
+        return self._matching(res.kind, selector)
+
+    def _matching(self, kind: str, selector) -> list[dict]:
         out = []
-        for (kind, _), obj in self.objects.items():
-            labels = obj["metadata"].get("labels") or {}
-            if kind == res.kind and all(labels.get(k) == v for k, v in want.items()):
-                out.append(json.loads(json.dumps(obj)))
+        with self.cond:
+            for (k, _), obj in self.objects.items():
+                if k == kind and matches(obj, selector):
+                    out.append(json.loads(json.dumps(obj)))
         return out
+
+    def list_with_version(self, res: Resource, *, selector=None):
+        self.requests.append(f"listrv {res.kind}")
+        with self.cond:
+            return self._matching(res.kind, selector), str(self.rv)
+
+    def watch(self, res: Resource, *, selector=None, resource_version=None, timeout_seconds=300, read_timeout=90.0):
+        """Events after `resource_version` (410 `WatchExpired` when it is below `gone_below`), as the API server."""
+        self.requests.append(f"watch {res.kind}")
+        with self.cond:
+            start = int(resource_version or self.rv)
+            if start < self.gone_below:
+                raise WatchExpired(410, f"too old resource version: {start} ({self.gone_below})",
+                                   f"watch {res.kind}", self.server)
+            w = FakeWatch(self, res.kind, selector, start)
+            self.open_watches.append(w)
+            return w
+
+    def expire_watches(self, change=None) -> None:
+        """End every open watch, apply `change()` (a put/delete the watchers miss), and compact the history so a
+        re-watch from any version they saw is answered 410 Gone: the watchers must list again."""
+        with self.cond:
+            for w in self.open_watches:
+                w.close()
+            self.open_watches.clear()
+            if change is not None:
+                change()
+            self.gone_below = self.rv
+            self.cond.notify_all()
+
+    def _event(self, kind: str, type_: str, obj: dict) -> None:
+        # caller holds self.cond
+        self.rv += 1
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
+        self.events.append((self.rv, kind, type_, json.loads(json.dumps(obj))))
 
     def pod_log(self, pod, *, container=None, follow=False, since_time=None, timestamps=True, previous=False,
                 tail_lines=None, read_timeout=None):
@@ -244,13 +289,20 @@ class FakeKube:
     def delete(self, res: Resource, name: str, *, propagation: str = "Background", namespace=None) -> bool:
         self.deleted.append((res.kind, name))
         with self.cond:
-            return self.objects.pop((res.kind, name), None) is not None
+            obj = self.objects.pop((res.kind, name), None)
+            if obj is not None:
+                self._event(res.kind, "DELETED", obj)
+                self.cond.notify_all()
+            return obj is not None
 
     # -- test controls ----------------------------------------------------------------------
 
     def put(self, obj: dict) -> None:
         with self.cond:
-            self.objects[(obj["kind"], obj["metadata"]["name"])] = obj
+            key = (obj["kind"], obj["metadata"]["name"])
+            type_ = "MODIFIED" if key in self.objects else "ADDED"
+            self.objects[key] = obj
+            self._event(obj["kind"], type_, obj)
             self.cond.notify_all()
 
     def append(self, pod: str, container: str, attempt: int, lines, ns: int | None = None, step_ns: int = 1000):
@@ -263,6 +315,38 @@ class FakeKube:
                 log.entries.append((t, line))
                 t += step_ns
             self.cond.notify_all()
+
+
+def matches(obj: dict, selector: str | None) -> bool:
+    """Equality-based label selector (`k=v,k2=v2`), the only kind the launcher sends."""
+    want = dict(kv.split("=", 1) for kv in selector.split(",")) if selector else {}
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in want.items())
+
+
+class FakeWatch:
+    """One open watch: yields `{"type", "object"}` after its start version, blocking until more happen."""
+
+    def __init__(self, fk: FakeKube, kind: str, selector, start: int):
+        self.fk, self.kind, self.selector, self.at = fk, kind, selector, start
+        self.closed = False
+
+    def __iter__(self):
+        while True:
+            with self.fk.cond:
+                if self.closed:
+                    return
+                new = [e for e in self.fk.events if e[0] > self.at]
+                if not new:
+                    self.fk.cond.wait(0.05)
+                    continue
+                self.at = new[-1][0]
+                batch = [{"type": t, "object": json.loads(json.dumps(o))} for _, k, t, o in new
+                         if k == self.kind and matches(o, self.selector)]
+            yield from batch
+
+    def close(self):
+        self.closed = True
 
 
 def pytorchjob(name: str, conditions=(("Running", "True"),), experiment="exp") -> dict:
@@ -280,7 +364,8 @@ def pod(name: str, job: str, *, phase="Running", container="pytorch", restart=0,
         {"waiting": {"reason": state}}
     md = {"name": name, "uid": uid or f"uid-{name}", "creationTimestamp": "2026-01-01T00:00:00Z",
           "labels": labels if labels is not None else {"app.kubernetes.io/name": "verl-grpo",
-                                                       "app.kubernetes.io/instance": job}}
+                                                       "app.kubernetes.io/instance": job,
+                                                       "app.kubernetes.io/part-of": "grpo-launcher"}}
     if owner:
         md["ownerReferences"] = [owner]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": md,

@@ -37,8 +37,16 @@ def job(name=JOB, ns=NS, conditions=(("Running", "True"),)) -> dict:
 
 def serve_job(api: FakeApiServer, obj: dict) -> None:
     api.routes[("GET", f"{PTJ}/{obj['metadata']['name']}")] = (200, obj)
-    api.routes[("GET", f"/api/v1/namespaces/{NS}/pods")] = (200, {"items": []})
+    # lists, and watches (a bookmark, then the fake ends the stream: the follower's informer watches again)
+    api.routes[("GET", PTJ)] = (200, lambda q, b: _listed([obj], q))
+    api.routes[("GET", f"/api/v1/namespaces/{NS}/pods")] = (200, lambda q, b: _listed([], q))
     api.routes[("GET", f"/api/v1/namespaces/{NS}/events")] = (200, {"items": []})
+
+
+def _listed(items: list[dict], query: dict) -> dict:
+    if query.get("watch"):
+        return {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "7"}}}
+    return {"metadata": {"resourceVersion": "7"}, "items": items}
 
 
 # render -----------------------------------------------------------------------------------------

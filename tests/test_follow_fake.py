@@ -235,38 +235,41 @@ def test_state_file_is_keyed_by_pod_container_uid_attempt(tmp_path):
     assert st.files == {f"{POD}.log": len("a\nb\n")}
 
 
-def test_api_server_outage_is_ridden_out(tmp_path):
-    """get/list raise 'connection refused' for a while (an API server restart); the follower keeps going."""
+@pytest.mark.parametrize("mode", ["watch", "poll"])
+def test_api_server_outage_is_ridden_out(tmp_path, monkeypatch, mode):
+    """Every request raises 'connection refused' for a while (an API server restart: open watches end with it);
+    the follower keeps going, by watch (re-watching from the last resourceVersion) and by poll alike."""
     from launcher.kube import ClusterUnreachable
 
+    monkeypatch.setenv("LAUNCHER_FOLLOW_STATE", mode)
     fk = FakeKube()
     fk.put(pytorchjob(JOB))
     fk.put(pod(POD, JOB))
     lines = simlog_lines(4)
     fk.append(POD, "pytorch", 0, lines[:10])
     down = threading.Event()
-    real_get, real_log = fk.get, fk.pod_log
 
-    def get(*a, **k):
-        if down.is_set():
-            raise ClusterUnreachable("cannot reach the API server at fake://: connection refused")
-        return real_get(*a, **k)
+    def refused(real):
+        def call(*a, **k):
+            if down.is_set():
+                raise ClusterUnreachable("cannot reach the API server at fake://: connection refused")
+            return real(*a, **k)
+        return call
 
-    def pod_log(*a, **k):
-        if down.is_set():
-            raise ClusterUnreachable("cannot reach the API server at fake://: connection refused")
-        return real_log(*a, **k)
-
-    fk.get, fk.pod_log = get, pod_log
+    for name in ("get", "list", "list_with_version", "watch", "pod_log"):
+        setattr(fk, name, refused(getattr(fk, name)))
     notices = []
     run_dir = RunDir(tmp_path / JOB)
     f, t, out, _ = start(fk, run_dir, on_notice=notices.append)
     time.sleep(0.3)
     down.set()
+    with fk.cond:
+        for w in fk.open_watches:
+            w.close()  # the server's end of every watch goes away with it
     for r in list(f.followers.values()):
         r.interrupt()  # the open stream dies with the server
     fk.append(POD, "pytorch", 0, lines[10:])
-    time.sleep(0.5)
+    time.sleep(1.5)  # longer than the informer's pause before re-watching a watch that ended early
     assert t.is_alive()
     down.clear()
     time.sleep(0.3)
@@ -325,3 +328,39 @@ def test_a_refused_pod_log_ends_the_follow_with_the_permission_error(tmp_path):
     assert isinstance(out.get("raised"), ApiError) and out["raised"].status == 403
     assert 'cannot get resource "pods/log"' in str(out["raised"])
     assert len(calls) == 1  # not retried
+
+
+def test_launcher_killed_in_its_first_delivery_restarts_without_duplicates(tmp_path):
+    """What a SIGKILL leaves when it lands after the first lines reached the raw log (and metrics) but before the
+    state was saved (the save is throttled): the raw log's length was recorded when its follower started, so
+    the restarted follower cuts it back and reads those lines once."""
+    import shutil
+
+    fk = FakeKube()
+    fk.put(pytorchjob(JOB))
+    fk.put(pod(POD, JOB))
+    lines = simlog_lines(4)
+    fk.append(POD, "pytorch", 0, lines[:12])
+    run_dir = RunDir(tmp_path / "live" / JOB)
+    f, t, out, _ = start(fk, run_dir)
+    real_save = f.state.save
+    f.state.save = lambda force=False, interval=0.2, **kw: real_save(force=True, **kw) if force else None
+    assert wait_until(lambda: run_dir.pod_log(POD).exists() and len(raw(run_dir)) == 12)
+    killed = tmp_path / "killed" / JOB
+    shutil.copytree(run_dir.path, killed)  # the disk as the killed launcher left it
+    finish(fk)
+    t.join(10)
+    fk.append(POD, "pytorch", 0, lines[12:])
+    again = RunDir(killed)
+    LogFollower(fk, ref_of(fk), again, poll_interval=0.05, read_timeout=2).run()
+    assert raw(again) == lines
+    assert [r["step"] for r in rows(again)] == [1, 2, 3, 4]
+
+
+def wait_until(pred, timeout=10.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return False

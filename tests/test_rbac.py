@@ -47,10 +47,11 @@ def test_the_role_is_derived_from_the_call_table_and_grants_nothing_unused():
     for c in CALLS:
         assert c.used_by and set(c.used_by) <= set(VERBS), c
     granted = {(g, r, v) for g, r, v, _ in rows}
-    # What the launcher never sends: watches (it polls), raw Jobs (the RayJob submitter's pods are found by
+    # The follower's state comes from watches (launcher.kube.informer) of jobs and pods, nothing else.
+    assert {("kubeflow.org", "pytorchjobs", "watch"), ("ray.io", "rayjobs", "watch"), ("", "pods", "watch")} <= granted
+    # What the launcher never sends: other watches, raw Jobs (the RayJob submitter's pods are found by
     # label), CRD reads (API discovery tells whether an operator is installed), Ray clusters, writes to pods.
-    for never in [("kubeflow.org", "pytorchjobs", "watch"), ("ray.io", "rayjobs", "watch"), ("", "pods", "watch"),
-                  ("", "events", "watch"), ("batch", "jobs", "get"), ("batch", "jobs", "list"),
+    for never in [("", "events", "watch"), ("", "configmaps", "watch"), ("batch", "jobs", "get"), ("batch", "jobs", "list"),
                   ("apiextensions.k8s.io", "customresourcedefinitions", "get"),
                   ("apiextensions.k8s.io", "customresourcedefinitions", "list"), ("ray.io", "rayclusters", "get"),
                   ("", "pods", "get"), ("", "pods", "create"), ("", "pods", "delete"), ("", "nodes", "get")]:

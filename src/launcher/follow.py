@@ -19,6 +19,12 @@ How it stays exactly-once (no duplicated, no lost lines):
   read the same way with `previous=true` before the new one is followed.
 
 Stopping is decided from job and pod status (`kube.jobs.job_state`), never from end of stream.
+
+Where job and pod status come from (`StateSource`): by default `WatchState`, the shared watches of
+`kube.informer.ClusterStateCache` (one per kind for every run followed in this process; re-listed on 410
+Gone), so a followed run costs the API server its log streams and almost nothing else. `PollState` is
+the former way (a job GET and the pod LISTs every `poll_interval`), kept for comparison
+(`LAUNCHER_FOLLOW_STATE=poll`, bench/bench_follow_api.py) and for a `Kube` stand-in without `watch`.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from typing import Callable, Iterable, Iterator
 from launcher import placement, provenance
 from launcher.errors import ClusterError
 from launcher.kube import jobs as J
-from launcher.kube.client import ApiError, Kube
+from launcher.kube.client import POD, ApiError, ClusterTimeout, Kube
 from launcher.runs import RunDir, write_atomic
 
 _TS = re.compile(rb"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ")
@@ -113,7 +119,9 @@ class FollowState:
         with self.lock:
             return self.positions.setdefault(key, Position())
 
-    def save(self, force: bool = False, interval: float = 0.2) -> None:
+    def save(self, force: bool = False, interval: float = 0.2, *, throttle: bool = True) -> None:
+        """Write the state (at most every `interval` s unless `force`); `throttle=False` leaves the next
+        throttled save free to happen at once (a registration must not delay the first delivery's save)."""
         with self.lock:
             now = time.monotonic()
             if not force and now - self._last_save < interval:
@@ -121,7 +129,8 @@ class FollowState:
             data = {"version": STATE_VERSION, "files": dict(self.files),
                     "streams": {k: p.to_json() for k, p in self.positions.items()}}
             write_atomic(self.path, json.dumps(data, indent=0, sort_keys=True))
-            self._last_save = now
+            if throttle:
+                self._last_save = now
 
 
 # --------------------------------------------------------------------------------------------------
@@ -379,6 +388,92 @@ def _chunks(resp) -> Iterator[bytes]:
 
 
 # --------------------------------------------------------------------------------------------------
+# Where job and pod status come from
+
+
+class PollState:
+    """The job GET and the pod LISTs, every time the follower looks (the launcher's way before watches)."""
+
+    def __init__(self, kube: Kube):
+        self.kube = kube
+
+    def read(self, ref: J.JobRef) -> tuple[dict | None, list[dict]]:
+        """(the job object or None when deleted, the run's pods); raises ClusterError when the server fails."""
+        obj = self.kube.get(ref.resource, ref.name)
+        if obj is not None:  # its status names the RayCluster, whose pods we select by label
+            ref = J.JobRef(ref.backend, ref.name, obj)
+        return obj, J.job_pods(self.kube, ref)
+
+    def wait(self, timeout: float) -> None:
+        time.sleep(timeout)
+
+    def close(self) -> None:
+        pass
+
+
+class WatchState:
+    """Job and pod status from the process's shared watches (`ClusterStateCache`): reading costs no request.
+
+    The launcher's jobs of the run's kind and all of its pods are watched by `app.kubernetes.io/part-of`
+    (one watch each for every run followed here); the run's own pods are picked from them client-side with
+    the same selectors `job_pods` sends. While a watch cannot be (re)opened, `read` raises its error, as a
+    failed poll did, so the follower's outage handling is the same."""
+
+    def __init__(self, kube: Kube, ref: J.JobRef, cache=None, sync_timeout: float = 30.0):
+        from launcher import labels as L
+        from launcher.kube.informer import ClusterStateCache
+
+        self.cache = cache or ClusterStateCache.shared(kube)
+        self.sync_timeout = sync_timeout
+        self.woken = threading.Event()
+        self.jobs = self.cache.subscribe(ref.resource, L.OWNED_SELECTOR)
+        self.pods = self.cache.subscribe(POD, L.OWNED_SELECTOR)
+        for inf in (self.jobs, self.pods):
+            inf.add_listener(self.woken.set)
+
+    def read(self, ref: J.JobRef) -> tuple[dict | None, list[dict]]:
+        for inf in (self.jobs, self.pods):
+            if inf.fatal is not None:
+                raise inf.fatal
+            if not inf.wait_synced(self.sync_timeout):
+                raise inf.error or ClusterTimeout(f"the API server at {inf.kube.server} did not answer the first "
+                                                  f"list of {inf.resource.plural} in {self.sync_timeout:g} s")
+            if inf.failing_since is not None and inf.error is not None:
+                raise inf.error
+        obj = next((o for o in self.jobs.snapshot() if (o.get("metadata") or {}).get("name") == ref.name), None)
+        if obj is not None:
+            ref = J.JobRef(ref.backend, ref.name, obj)
+        return obj, J.select_pods(ref, self.pods.snapshot())
+
+    def wait(self, timeout: float) -> None:
+        """Until a watched object changes (or `timeout`: the follower also checks its own deadline and threads)."""
+        self.woken.wait(timeout)
+        self.woken.clear()
+
+    def close(self) -> None:
+        for inf in (self.jobs, self.pods):
+            try:
+                inf._listeners.remove(self.woken.set)
+            except ValueError:
+                pass
+            self.cache.unsubscribe(inf)
+
+
+def state_source(kube: Kube, ref: J.JobRef, cache=None):
+    """`WatchState` unless `LAUNCHER_FOLLOW_STATE=poll` (or `kube` cannot watch): then `PollState`."""
+    import os
+
+    mode = os.environ.get("LAUNCHER_FOLLOW_STATE", "watch").strip().lower()
+    if mode not in ("watch", "poll"):
+        from launcher.errors import BadInput
+
+        raise BadInput(f"LAUNCHER_FOLLOW_STATE: expected 'watch' or 'poll', got {mode!r}")
+    if mode == "poll" or not hasattr(kube, "watch"):
+        return PollState(kube)
+    return WatchState(kube, ref, cache)
+
+
+# --------------------------------------------------------------------------------------------------
 # The run
 
 
@@ -398,8 +493,11 @@ class LogFollower:
                  on_records: RecordSink | None = None, on_notice: Callable[[str], None] | None = None,
                  on_status: Callable[[J.JobState, list[dict]], None] | None = None,
                  poll_interval: float = 1.0, read_timeout: float = 30.0, stream_hook: StreamHook | None = None,
-                 metrics: bool = True, outage_limit: float = 300.0, exit_grace_s: float | None = None):
+                 metrics: bool = True, outage_limit: float = 300.0, exit_grace_s: float | None = None,
+                 state=None):
+        """`state`: where job and pod status come from (`state_source` by default: the shared watches)."""
         self.kube = kube
+        self._state_arg = state
         self.ref = ref
         self.run_dir = run_dir.ensure()
         self.container = container
@@ -424,6 +522,8 @@ class LogFollower:
         self.rows = 0
         self._notices: set[str] = set()
         self._queue_checked = float("-inf")
+        self._kueue_version: str | None = None
+        self._queued_since: float | None = None
         # what ran, for relaunch/diff (launcher.provenance): each container's imageID, verl's start-up config
         self.images = provenance.ImageRecorder(self.run_dir)
         self._config_captures: dict[str, provenance.VerlConfigCapture] | None = (
@@ -507,13 +607,16 @@ class LogFollower:
         finishing = not follow
         st = J.job_state(self.ref.backend, self.ref.obj)
         outage_since = None
+        source = self._state_arg
         try:
+            if source is None:  # reading what is there once (`logs` without -f) is one GET and LIST: no watch
+                source = state_source(self.kube, self.ref) if follow else PollState(self.kube)
             while True:
                 try:
-                    obj = self.kube.get(self.ref.resource, self.ref.name)
+                    obj, pods = source.read(self.ref)
                     if obj is not None:  # its status names the RayCluster, whose pods we select by label
                         self.ref = J.JobRef(self.ref.backend, self.ref.name, obj)
-                    pods = self._pods()
+                    pods = self._filter(pods)
                 except ClusterError as exc:
                     # an API server restart or blip: keep following once it is back; give up after a while
                     if not transient(exc) or (outage_since and time.monotonic() - outage_since > self.outage_limit):
@@ -529,6 +632,8 @@ class LogFollower:
                 st = J.job_state(self.ref.backend, obj)
                 if st.phase == "Queued":
                     self._queue_notice(st)
+                else:
+                    self._queued_since = None  # queued again later (pre-empted): look often again
                 self.on_status(st, pods)
                 if (st.finished or self.output_closed or self.refused is not None
                         or (deadline is not None and time.monotonic() > deadline)):
@@ -542,8 +647,10 @@ class LogFollower:
                     for pf in self.followers.values():
                         pf.join()
                     break
-                time.sleep(self.poll_interval)
+                source.wait(self.poll_interval)
         finally:
+            if source is not None and source is not self._state_arg:
+                source.close()
             for pf in self.followers.values():
                 pf.finish.set()
                 pf.interrupt()
@@ -558,23 +665,28 @@ class LogFollower:
         return FollowResult(st, self.lines, self.rows, errors)
 
     def _queue_notice(self, st: J.JobState) -> None:
-        """A run held by Kueue: say why it waits (its Workload), looked up at most every 15 s. Waiting is no error:
-        the follow goes on through queueing and through a pre-emption that suspends the job again."""
+        """A run held by Kueue: say why it waits (its Workload, looked up every 15 s, after two minutes every 60 s).
+        Waiting is no error: the follow goes on through queueing and through a pre-emption that suspends it again."""
         from launcher.kube import kueue as Q
 
         now = time.monotonic()
-        if now - self._queue_checked < 15:
+        # every 15 s for the first two minutes (the Workload's reason settles), then every 60 s, with the served
+        # version found once: a run queued for long costs about one request a minute
+        if self._queued_since is None:
+            self._queued_since = now
+        if now - self._queue_checked < (15 if now - self._queued_since < 120 else 60):
             return
         self._queue_checked = now
         try:
-            version = Q.served_version(self.kube)
+            if self._kueue_version is None:
+                self._kueue_version = Q.served_version(self.kube) or ""
+            version = self._kueue_version
             wl = Q.workload_for(self.kube, self.ref.obj, version) if version else None
         except ClusterError:  # (a refused Workload list included): the job's own reason still says it is queued
             wl = None
         self.notice("queued: " + (Q.admission(wl).line() if wl else st.reason))
 
-    def _pods(self) -> list[dict]:
-        pods = J.job_pods(self.kube, self.ref)
+    def _filter(self, pods: list[dict]) -> list[dict]:
         if self.pod_filter:
             pods = [p for p in pods if p["metadata"]["name"] in self.pod_filter
                     or J.short_name(p, self.ref.name) in self.pod_filter]
@@ -601,11 +713,22 @@ class LogFollower:
             return
         # where it ran (KWOK fake or real node), for the report's "simulated" note (launcher.placement)
         placement.record(self.kube, self.run_dir.path, pod)
+        self._register_log(f"{md['name']}.log")
         pf = PodFollower(self, pod, container)
         if finishing:
             pf.finish.set()
         self.followers[uid] = pf
         pf.start()
+
+    def _register_log(self, fname: str) -> None:
+        """Record a raw log's length before its follower first reads: a launcher killed in its first delivery
+        (raw lines written, state not yet saved) then restarts from that length, not from an unknown tail."""
+        with self.state.lock:
+            if fname in self.state.files:
+                return
+            p = self.run_dir.logs / fname
+            self.state.files[fname] = p.stat().st_size if p.exists() else 0
+        self.state.save(force=True, throttle=False)
 
     def close(self) -> None:
         with self._deliver_lock:

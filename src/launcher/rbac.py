@@ -25,26 +25,31 @@ class Call:
 
     group: str
     resource: str  # plural; a subresource as "pods/log"
-    verb: str  # the RBAC verb: get, list, create, delete
+    verb: str  # the RBAC verb: get, list, watch, create, delete
     used_by: tuple[str, ...]
     why: str
     cluster_scoped: bool = False
 
 
 # The Kube method behind each RBAC verb: get -> Kube.get / Kube.pod_log (pods/log), list -> Kube.list /
-# events_for, create -> Kube.create, delete -> Kube.delete. Keep this table in step with those calls:
+# events_for / list_with_version, watch -> Kube.watch (the follower's informers), create -> Kube.create, delete -> Kube.delete. Keep this table in step with those calls:
 # tests/e2e/test_rbac_e2e.py runs every verb on a real API server with exactly the derived Role (a call
 # missing here fails there with 403), then removes each row and shows a verb in `used_by` failing without it.
 CALLS: tuple[Call, ...] = (
     Call("kubeflow.org", "pytorchjobs", "get", ("status", "submit", "sweep", "wait", "logs", "delete", "doctor"),
          "read a PyTorchJob run by name (submit: attach to the same config)"),
-    Call("kubeflow.org", "pytorchjobs", "list", ("list", "submit", "status"),
-         "the launcher's runs by label (submit: other runs of the experiment; NAME as an experiment)"),
+    Call("kubeflow.org", "pytorchjobs", "list", ("list", "submit", "sweep", "status", "logs", "wait", "doctor"),
+         "the launcher's runs by label (submit: other runs of the experiment; NAME as an experiment; "
+         "the follower's watch starts from a list)"),
+    Call("kubeflow.org", "pytorchjobs", "watch", ("logs", "submit", "sweep", "wait", "doctor"),
+         "follow a run's state: one watch of the launcher's PyTorchJobs for every run followed"),
     Call("kubeflow.org", "pytorchjobs", "create", ("submit", "sweep", "doctor"), "submit a PyTorchJob (doctor --smoke)"),
     Call("kubeflow.org", "pytorchjobs", "delete", ("delete", "doctor"), "delete a run (doctor --smoke: its job)"),
     Call("ray.io", "rayjobs", "get", ("status", "submit", "sweep", "wait", "logs", "delete", "doctor"),
          "the same for RayJob runs (NAME that is no PyTorchJob is looked up as a RayJob)"),
-    Call("ray.io", "rayjobs", "list", ("list", "submit", "status"), "list and experiment lookups cover both backends"),
+    Call("ray.io", "rayjobs", "list", ("list", "submit", "sweep", "status", "logs", "wait"),
+         "list and experiment lookups cover both backends (and a RayJob follower's watch starts from a list)"),
+    Call("ray.io", "rayjobs", "watch", ("logs", "submit", "sweep", "wait"), "follow a RayJob run's state"),
     Call("ray.io", "rayjobs", "create", ("submit", "sweep", "doctor"), "submit a RayJob"),
     Call("ray.io", "rayjobs", "delete", ("delete", "doctor"), "delete a RayJob run"),
     Call("", "configmaps", "create", ("submit", "sweep", "doctor"), "the run's experiment config"),
@@ -56,6 +61,8 @@ CALLS: tuple[Call, ...] = (
          "delete it with the run (unless --keep-pvc); roll back a failed submit"),
     Call("", "pods", "list", ("status", "logs", "wait", "delete", "submit", "sweep", "doctor"),
          "a run's pods by label: phases, reasons, whose logs to follow, wait until gone"),
+    Call("", "pods", "watch", ("logs", "submit", "sweep", "wait", "doctor"),
+         "follow the runs' pods (start, restart, finish): one watch of the launcher's pods for every run followed"),
     Call("", "pods/log", "get", ("logs", "submit", "sweep", "wait", "doctor"), "follow and save pod logs"),
     Call("", "events", "list", ("status",), "why a pod is Pending/failing"),
     Call("kueue.x-k8s.io", "localqueues", "get", ("submit", "sweep", "doctor"), "scheduling.queue: the LocalQueue exists"),

@@ -34,8 +34,8 @@ def without(objs: list[dict], call) -> list[dict]:
         role = copy.deepcopy(next(o for o in objs if o["kind"] == kind))
         for rule in role["rules"]:
             if rule["apiGroups"] == [call.group] and rule["resources"] == [call.resource] and (
-                    kind == "ClusterRole" or not call.cluster_scoped):
-                rule["verbs"].remove(call.verb)
+                    kind == "ClusterRole" or not call.cluster_scoped) and call.verb in rule["verbs"]:
+                rule["verbs"].remove(call.verb)  # (the ClusterRole's pods rule has list, never watch)
         role["rules"] = [r for r in role["rules"] if r["verbs"]]
         roles.append(role)
     return roles
@@ -135,6 +135,10 @@ def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed
             lambda: refused(launcher("delete", doomed[12], "-n", ns, "--no-wait"), c),
         ("", "pods", "list", False): lambda: refused(launcher("status", job, "-n", ns), c),
         ("", "pods/log", "get", False): lambda: refused(launcher("logs", job, "-n", ns), c),
+        # following: job and pod state through watches (launcher.kube.informer)
+        ("kubeflow.org", "pytorchjobs", "watch", False): lambda: refused(launcher("logs", job, "-n", ns, "-f"), c),
+        ("ray.io", "rayjobs", "watch", False): lambda: refused(launcher("logs", ray, "-n", ns, "-f"), c),
+        ("", "pods", "watch", False): lambda: refused(launcher("logs", job, "-n", ns, "-f"), c),
         ("", "events", "list", False): lambda: refused(launcher("status", job, "-n", ns), c),
         # the config sets no queue: doctor's access review is what notices
         ("kueue.x-k8s.io", "localqueues", "get", False): lambda: doctor_says("get kueue.x-k8s.io/localqueues"),

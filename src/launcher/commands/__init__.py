@@ -38,6 +38,7 @@ HELP_LINES: dict[str, str] = {
                 "file per object with -d DIR)"),
     "doctor": "check that the cluster can run CONFIG (API, operators, Kueue, GPU nodes, RBAC; --smoke: a real job)",
     "submit": "submit an experiment (same config twice attaches to the existing run)",
+    "sweep": "run a grid of variants of an experiment (--grid KEY=V1,V2): submit, follow together, rank in one report",
     "status": "show a run's state, its pods and why they are stuck (NAME: job or experiment)",
     "list": "list the launcher's runs in a namespace, or in all of them with -A (state, age, experiment)",
     "wait": "wait for a run to finish: exit 0 on success, 1 on failure (last log lines and the reason), 124 on timeout",

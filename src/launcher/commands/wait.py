@@ -36,35 +36,43 @@ def run(args: argparse.Namespace) -> int:
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     last_problem = last_phase = None
     from launcher.errors import ClusterError
-    from launcher.follow import transient
+    from launcher.follow import PollState, state_source, transient
 
-    while True:
-        try:
-            obj = kube.get(ref.resource, ref.name)
-            ref = J.JobRef(ref.backend, ref.name, obj) if obj is not None else ref
-            pods = J.job_pods(kube, ref)
-        except ClusterError as exc:
-            if not transient(exc) or (deadline is not None and time.monotonic() > deadline):
-                raise
-            err(f"API server unavailable ({exc}); retrying")
-            time.sleep(args.interval)
-            continue
-        state = J.job_state(ref.backend, obj)
-        if state.finished:
-            break
-        if state.phase != last_phase and state.phase in ("Queued", "Suspended", "Restarting"):
-            # held by Kueue (or pre-empted back into the queue): waiting on is right, and the user is told why
-            err(f"{ref.name} is {state.phase}" + (f": {state.reason}" if state.reason else ""))
-        last_phase = state.phase
-        for p in pods:
-            problem = J.pod_problem(p)
-            if problem and problem != last_problem:
-                err(f"[{J.short_name(p, ref.name)}] {problem}")
-                last_problem = problem
-        if deadline is not None and time.monotonic() > deadline:
-            err(f"timed out after {args.timeout:g}s: {ref.name} is still {state.phase} (exit {EXIT_TIMEOUT})")
-            return _result(kube, ref, state, "timeout", EXIT_TIMEOUT, fmt)
-        time.sleep(args.interval)
+    # the first look is one GET and LIST (a finished run needs no more); then the shared watches
+    # (launcher.kube.informer), which cost the API server nothing while the run goes on
+    source = PollState(kube)
+    try:
+        while True:
+            try:
+                obj, pods = source.read(ref)
+                ref = J.JobRef(ref.backend, ref.name, obj) if obj is not None else ref
+            except ClusterError as exc:
+                if not transient(exc) or (deadline is not None and time.monotonic() > deadline):
+                    raise
+                err(f"API server unavailable ({exc}); retrying")
+                time.sleep(args.interval)
+                continue
+            state = J.job_state(ref.backend, obj)
+            if state.finished:
+                break
+            if isinstance(source, PollState):
+                source = state_source(kube, ref)
+            if state.phase != last_phase and state.phase in ("Queued", "Suspended", "Restarting"):
+                # held by Kueue (or pre-empted back into the queue): waiting on is right, and the user is told why
+                err(f"{ref.name} is {state.phase}" + (f": {state.reason}" if state.reason else ""))
+            last_phase = state.phase
+            for p in pods:
+                problem = J.pod_problem(p)
+                if problem and problem != last_problem:
+                    err(f"[{J.short_name(p, ref.name)}] {problem}")
+                    last_problem = problem
+            if deadline is not None and time.monotonic() > deadline:
+                err(f"timed out after {args.timeout:g}s: {ref.name} is still {state.phase} (exit {EXIT_TIMEOUT})")
+                return _result(kube, ref, state, "timeout", EXIT_TIMEOUT, fmt)
+            source.wait(args.interval if deadline is None else
+                        max(0.0, min(args.interval, deadline - time.monotonic())))
+    finally:
+        source.close()
     if state.succeeded:
         if not fmt:
             print(f"{ref.name} succeeded")

@@ -21,10 +21,13 @@ from launcher.kube.client import (
     ClusterUnreachable,
     Kube,
     Resource,
+    WatchExpired,
+    WatchStream,
     resource_of,
 )
 
 __all__ = [
     "BATCH_JOB", "CONFIGMAP", "EVENT", "JOB_RESOURCES", "NAMESPACE", "NODE", "POD", "PVC",
-    "PYTORCHJOB", "RAYJOB", "ApiError", "ClusterTimeout", "ClusterUnreachable", "Kube", "Resource", "resource_of",
+    "PYTORCHJOB", "RAYJOB", "ApiError", "ClusterTimeout", "ClusterUnreachable", "Kube", "Resource", "WatchExpired",
+    "WatchStream", "resource_of",
 ]

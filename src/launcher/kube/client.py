@@ -234,6 +234,32 @@ class Kube:
                            what=f"list {res.plural}")
         return out.get("items") or []
 
+    def list_with_version(self, res: Resource, *, selector: str | None = None) -> tuple[list[dict], str]:
+        """Items matching a label selector plus the list's resourceVersion, where a watch of them starts."""
+        out = self.request("GET", res.path(self.namespace), query={"labelSelector": selector},
+                           what=f"list {res.plural}")
+        return out.get("items") or [], str((out.get("metadata") or {}).get("resourceVersion") or "")
+
+    def watch(self, res: Resource, *, selector: str | None = None, resource_version: str | None = None,
+              timeout_seconds: int = 300, read_timeout: float = 90.0) -> WatchStream:
+        """A watch of `res` from `resource_version` (kubectl `get -w`): a `WatchStream` of event dicts.
+
+        Bookmarks are asked for, so an idle watch still learns newer resourceVersions; the server ends the
+        watch after `timeout_seconds`, and a read that hears nothing for `read_timeout` is a cut. A version the
+        server no longer has arrives as an ERROR event with code 410 (`WatchExpired` from `WatchStream`).
+        """
+        query = {"watch": "true", "labelSelector": selector, "resourceVersion": resource_version or None,
+                 "allowWatchBookmarks": "true", "timeoutSeconds": timeout_seconds}
+        what = f"watch {res.plural}"
+        try:
+            resp = self.request("GET", res.path(self.namespace), query=query, stream=True,
+                                timeout=(self.timeout[0], read_timeout), what=what)
+        except ApiError as exc:
+            if exc.status == 410:
+                raise WatchExpired(exc.status, exc.server_message, what, self.server) from None
+            raise
+        return WatchStream(resp, what, self)
+
     def create(self, obj: dict, *, dry_run: bool = False) -> dict:
         """Create `obj` in its namespace; `dry_run` is kubectl's `--dry-run=server` (dryRun=All)."""
         res = resource_of(obj)
@@ -353,6 +379,71 @@ class ApiError(ClusterError):
         self.server_message = server_message
         line = _status_line(status, server_message, what, server)
         super().__init__(f"{line} ({hint})" if hint else line)
+
+
+class WatchExpired(ApiError):
+    """410 Gone: the watch's resourceVersion is older than the server keeps; list again, then watch from there."""
+
+
+class WatchStream:
+    """The events of one watch request, as dicts (`type`, `object`); `close()` from another thread ends it.
+
+    Transport failures mid-stream become `ClusterError`s like every other request's; an ERROR event with code
+    410 raises `WatchExpired`, any other ERROR event an `ApiError` with its code."""
+
+    def __init__(self, resp, what: str, kube: Kube):
+        self.resp = resp
+        self.what = what
+        self.kube = kube
+        self.closed = False
+
+    def __iter__(self):
+        import urllib3
+
+        pending = b""
+        try:
+            while True:
+                try:
+                    chunk = self.resp.read1(65536) if hasattr(self.resp, "read1") else self.resp.read(65536)
+                except (urllib3.exceptions.HTTPError, OSError, ValueError, AttributeError) as exc:
+                    if self.closed:
+                        return
+                    raise self.kube._network_error(exc, self.what) from None
+                if not chunk:
+                    if pending.strip():  # the last event of a closed stream may lack its newline
+                        yield self._event(pending)
+                    return
+                pending += chunk
+                while b"\n" in pending:
+                    line, _, pending = pending.partition(b"\n")
+                    if line.strip():
+                        yield self._event(line)
+        finally:
+            self.close()
+
+    def _event(self, line: bytes) -> dict:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            raise ClusterError(f"the API server at {self.kube.server} sent a watch event that is not JSON "
+                               f"({self.what})") from None
+        if event.get("type") == "ERROR":
+            obj = event.get("object") or {}
+            code = int(obj.get("code") or 500)
+            cls = WatchExpired if code == 410 else ApiError
+            raise cls(code, _one_line(obj.get("message", "")), self.what, self.kube.server)
+        return event
+
+    def close(self) -> None:
+        """End the stream (safe from any thread, and more than once)."""
+        if self.closed:
+            return
+        self.closed = True
+        for step in ("shutdown", "release_conn"):
+            try:
+                getattr(self.resp, step)()
+            except Exception:
+                pass
 
 
 class ClusterUnreachable(ClusterError):

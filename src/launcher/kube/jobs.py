@@ -155,10 +155,24 @@ def pod_selectors(ref: JobRef) -> list[str]:
 
 
 def job_pods(kube: Kube, ref: JobRef) -> list[dict]:
-    """The run's pods, found by label (never by name), oldest first, each once."""
-    seen: dict[str, dict] = {}
+    """The run's pods, found by label (never by name), oldest first, each once: one LIST per selector."""
+    return _dedupe_sorted(ref, [(sel, kube.list(POD, selector=sel)) for sel in pod_selectors(ref)])
+
+
+def select_pods(ref: JobRef, pods: list[dict]) -> list[dict]:
+    """The run's pods among `pods` (e.g. a watch of every launcher pod), by the same selectors as `job_pods`."""
+    matched = []
     for sel in pod_selectors(ref):
-        for pod in kube.list(POD, selector=sel):
+        want = dict(kv.split("=", 1) for kv in sel.split(","))
+        matched.append((sel, [p for p in pods if all(((p.get("metadata") or {}).get("labels") or {}).get(k) == v
+                                                     for k, v in want.items())]))
+    return _dedupe_sorted(ref, matched)
+
+
+def _dedupe_sorted(ref: JobRef, by_selector: list[tuple[str, list[dict]]]) -> list[dict]:
+    seen: dict[str, dict] = {}
+    for sel, pods in by_selector:
+        for pod in pods:
             md = pod.get("metadata") or {}
             if sel.startswith(JOB_NAME_LABELS) and not _owned_by_job(md, ref.name):
                 continue  # a batch Job that happens to share the name but is not the RayJob's submitter
