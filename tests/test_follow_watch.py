@@ -14,22 +14,13 @@ from launcher.kube import POD, PYTORCHJOB, ApiError, Kube, WatchExpired
 from launcher.kube import jobs as J
 from launcher.kube.informer import ClusterStateCache, Informer
 from launcher.runs import RunDir
-from test_follow_fake import raw, rows
+from test_follow_fake import raw, rows, wait_until
 
 OWNED = "app.kubernetes.io/part-of=grpo-launcher"
 
 
 def lines_of(steps, seed=0):
     return [ln.rstrip("\n") for ln in simlog.generate(steps=steps, seed=seed)]
-
-
-def wait_until(pred, timeout=10.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def names(inf: Informer) -> set[str]:
