@@ -237,3 +237,47 @@ def test_kube_watch_error_event_410_is_watch_expired_and_others_keep_their_code(
             kube.watch(POD, resource_version="1")
     finally:
         s.close()
+
+
+class _LaggingInformer:
+    """A shared watch that synced before a job was created and has not delivered it yet."""
+
+    fatal = error = failing_since = None
+
+    def __init__(self, kube, resource):
+        self.kube, self.resource, self._listeners = kube, resource, []
+
+    def wait_synced(self, timeout):
+        return True
+
+    def snapshot(self):
+        return []
+
+    def add_listener(self, fn):
+        self._listeners.append(fn)
+
+
+class _LaggingCache:
+    def __init__(self, kube):
+        self.kube = kube
+
+    def subscribe(self, resource, selector):
+        return _LaggingInformer(self.kube, resource)
+
+    def unsubscribe(self, inf):
+        pass
+
+
+def test_a_job_the_shared_watch_has_not_delivered_yet_is_not_taken_for_deleted():
+    """A sweep's next run is created after the process's job watch synced: until its ADDED event arrives the
+    cache lacks it, and the follower must not report it Deleted (it did, in the sweep e2e). A job that is
+    really gone still reads as None."""
+    fk = FakeKube()
+    fk.put(pytorchjob("late"))
+    ref = J.JobRef("pytorchjob", "late", {})
+    st = WatchState(fk, ref, cache=_LaggingCache(fk))
+    obj, _ = st.read(ref)
+    assert obj is not None and obj["metadata"]["name"] == "late"
+    fk.delete(PYTORCHJOB, "late")
+    obj, _ = st.read(ref)
+    assert obj is None

@@ -441,6 +441,10 @@ class WatchState:
             if inf.failing_since is not None and inf.error is not None:
                 raise inf.error
         obj = next((o for o in self.jobs.snapshot() if (o.get("metadata") or {}).get("name") == ref.name), None)
+        if obj is None:
+            # Not in the cache is not "deleted": a shared watch that synced before this job was created (a
+            # sweep's next run, a job another process just submitted) delivers it a moment later. Ask once more.
+            obj = self.jobs.kube.get(ref.resource, ref.name)
         if obj is not None:
             ref = J.JobRef(ref.backend, ref.name, obj)
         return obj, J.select_pods(ref, self.pods.snapshot())
