@@ -256,6 +256,9 @@ class _LaggingInformer:
     def add_listener(self, fn):
         self._listeners.append(fn)
 
+    def remove_listener(self, fn):
+        self._listeners.remove(fn)
+
 
 class _LaggingCache:
     def __init__(self, kube):

@@ -456,10 +456,7 @@ class WatchState:
 
     def close(self) -> None:
         for inf in (self.jobs, self.pods):
-            try:
-                inf._listeners.remove(self.woken.set)
-            except ValueError:
-                pass
+            inf.remove_listener(self.woken.set)
             self.cache.unsubscribe(inf)
 
 

@@ -92,6 +92,13 @@ class Informer:
         """`fn()` after every change (from the watch thread: keep it short, e.g. set an Event)."""
         self._listeners.append(fn)
 
+    def remove_listener(self, fn: Callable[[], None]) -> None:
+        """Undo `add_listener(fn)`; nothing if `fn` is not registered."""
+        try:
+            self._listeners.remove(fn)
+        except ValueError:
+            pass
+
     # -- the watch thread -------------------------------------------------------------------------
 
     def _bump(self) -> None:
