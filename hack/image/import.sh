@@ -34,17 +34,20 @@ prune_superseded() {
 # manifest, config and the config's reference to the unpacked snapshot stay, so the image and its snapshots are
 # kept. (`ctr images check` reports such an image "incomplete"; a re-import restores the blobs.)
 discard_layers() {
-  local manifest=$1 refs config others digests
-  refs=$(ctrc content ls | awk -v m="$manifest" '$1 == m { print $NF }' | tr ',' '\n' | grep '^containerd.io/gc.ref.content.l\.') || return 0
+  local manifest=$1 content labels refs config others digests
+  content=$(ctrc content ls)
+  labels=$(awk -v m="$manifest" '$1 == m { print $NF }' <<<"$content" | tr ',' '\n')
+  refs=$(grep '^containerd.io/gc.ref.content.l\.' <<<"$labels") || return 0
   # the config must point at its unpacked snapshot, or the layers are all there is
-  config=$(ctrc content ls | awk -v m="$manifest" '$1 == m { print $NF }' | tr ',' '\n' \
-    | sed -n 's/^containerd.io\/gc.ref.content.config=//p')
-  ctrc content ls | awk -v c="$config" '$1 == c && $NF ~ /containerd.io\/gc.ref.snapshot\./' | grep -q . || return 0
+  config=$(sed -n 's/^containerd.io\/gc.ref.content.config=//p' <<<"$labels")
+  awk -v c="$config" '$1 == c && $NF ~ /containerd.io\/gc.ref.snapshot\./' <<<"$content" | grep -q . || return 0
   # a layer another image still references (the same base) stays
-  others=$(ctrc content ls | awk -v m="$manifest" '$1 != m { print $NF }' | tr ',' '\n' | grep '^containerd.io/gc.ref.content.l\.' | cut -d= -f2 || true)
+  others=$(awk -v m="$manifest" '$1 != m { print $NF }' <<<"$content" | tr ',' '\n' \
+    | grep '^containerd.io/gc.ref.content.l\.' | cut -d= -f2 || true)
   digests=$(cut -d= -f2 <<<"$refs" | grep -vxF -f <(echo "${others:-none}") || true)
   # shellcheck disable=SC2046  # one argument per label
   ctrc content label "$manifest" $(sed 's/=.*/=/' <<<"$refs") >/dev/null
+  # shellcheck disable=SC2086  # one argument per digest
   [ -z "$digests" ] || ctrc content rm $digests >/dev/null
   say "discarded $(wc -w <<<"$digests") unpacked layer blob(s) of $manifest from $ADDRESS"
 }
