@@ -59,8 +59,10 @@ AnnotationValue = Annotated[
 ]
 
 # The job name is `<name>-<hash>`; the operators then add suffixes. KubeRay refuses RayJob names
-# longer than 47 characters (it derives the RayCluster and Service names from them), and the
-# training-operator names pods `<job>-worker-<i>`, so 47 is the budget on both backends.
+# longer than 47 characters (it derives the RayCluster and Service names from them), the
+# training-operator names pods `<job>-worker-<i>`, and JobSet (Trainer v2) gives each node the
+# hostname `<job>-node-0-<i>` (≤ 63) and the pod name `<job>-node-0-<i>-<5 random>`, so 47 is the
+# budget on every backend.
 JOB_NAME_MAX = 47
 HASH_LEN = 8
 NAME_MAX = JOB_NAME_MAX - HASH_LEN - 1  # 38
@@ -321,13 +323,13 @@ class SchedulingSpec(_Model):
 class RunPolicySpec(_Model):
     """Retries, deadlines and clean-up, mapped onto the operator's own fields."""
 
-    backoff_limit: int = Field(0, ge=0, le=100, description="Retries before the job is Failed.")
+    backoff_limit: int = Field(0, ge=0, le=100, description="Retries before the job is Failed (trainjob: restarts of the whole JobSet, failurePolicy.maxRestarts).")
     active_deadline_seconds: int | None = Field(None, ge=1, le=2_147_483_647, description="Kill the job after this long (null: never).")
     ttl_seconds_after_finished: int | None = Field(
         None, ge=0, le=2_147_483_647, description="Delete the finished job after this long (null: keep; omitted in GitOps output)."
     )
     clean_pod_policy: Literal["None", "Running", "All"] = Field(
-        "None", description="PyTorchJob: which pods to delete when the job finishes (None keeps logs readable)."
+        "None", description="PyTorchJob only: which pods to delete when the job finishes (None keeps logs readable)."
     )
 
 
@@ -488,7 +490,7 @@ class SmokeSpec(_Model):
     )
 
 
-BACKENDS = ("pytorchjob", "rayjob")
+BACKENDS = ("pytorchjob", "rayjob", "trainjob")
 WORKLOADS = ("grpo", "smoke")
 
 
@@ -496,7 +498,11 @@ class ExperimentSpec(_Model):
     """A verl GRPO experiment and the Kubernetes job that runs it."""
 
     name: DnsLabel = Field(description="Experiment name; the job is <name>-<config hash>.")
-    backend: Literal["pytorchjob", "rayjob"] = Field("pytorchjob", description="Kubeflow PyTorchJob or KubeRay RayJob.")
+    backend: Literal["pytorchjob", "rayjob", "trainjob"] = Field(
+        "pytorchjob",
+        description="Kubeflow PyTorchJob (training-operator v1), KubeRay RayJob, or Kubeflow Trainer v2 TrainJob "
+        "(with its own TrainingRuntime).",
+    )
     workload: Literal["grpo", "smoke"] = Field(
         "grpo",
         description="grpo: verl's GRPO trainer. smoke: the smoke workload (section smoke) in exactly the same pods: "
