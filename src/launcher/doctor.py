@@ -34,14 +34,19 @@ OPERATORS = {
     "rayjob": ("KubeRay",
                "helm repo add kuberay https://ray-project.github.io/kuberay-helm/ && "
                "helm install kuberay-operator kuberay/kuberay-operator --version 1.6.2"),
+    "trainjob": ("Kubeflow Trainer v2 (on JobSet)",
+                 'kubectl apply --server-side -k "github.com/kubeflow/trainer.git/manifests/overlays/manager'
+                 '?ref=v2.2.0" (it brings JobSet v0.11)'),
 }
 # The API each backend needs: (group, version, plural).
 BACKEND_APIS = {
     "pytorchjob": (("kubeflow.org", "v1", "pytorchjobs"),),
     "rayjob": (("ray.io", "v1", "rayjobs"), ("ray.io", "v1", "rayclusters")),
+    "trainjob": (("trainer.kubeflow.org", "v1alpha1", "trainjobs"), ("trainer.kubeflow.org", "v1alpha1", "trainingruntimes"),
+                 ("jobset.x-k8s.io", "v1alpha2", "jobsets")),
 }
-# Listed for information when served (Kubeflow Trainer v2; the launcher does not render it).
-INFO_APIS = (("trainer.kubeflow.org", "trainjobs"),)
+# Listed for information when served (none besides the backends' own APIs today).
+INFO_APIS: tuple[tuple[str, str], ...] = ()
 KUEUE_GROUP = kueue.GROUP
 KUEUE_VERSIONS = kueue.VERSIONS  # preferred first (launcher.kube.kueue)
 KUEUE_INSTALL = ("kubectl apply --server-side -f https://github.com/kubernetes-sigs/kueue/releases/latest/download/"
@@ -140,7 +145,7 @@ def check_backend(spec: ExperimentSpec, served: Served) -> Check:
     alternatives = [b for b, apis in BACKEND_APIS.items() if b != spec.backend and all(served.has(*a) for a in apis)]
     fix = f"install {name}: {install}"
     if alternatives:
-        fix += f"; or use a backend this cluster serves: --set backend={alternatives[0]}"
+        fix += f"; or use a backend this cluster serves: --backend {alternatives[0]}"
     return Check("backend", FAIL, f"{spec.backend} needs " + ", ".join(_api(*a) for a in missing)
                  + f", which the cluster does not serve: {name} is not installed{also}", fix)
 
