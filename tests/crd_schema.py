@@ -75,6 +75,18 @@ def _strict(schema: dict) -> dict:
                 and "additionalProperties" not in node
             ):
                 node["additionalProperties"] = False
+            for key, value in node.items():
+                if (
+                    # an object with no fields at all (Trainer v2.2's `mlPolicy.torch: {}`): the API server prunes
+                    # whatever is put there, kubectl --validate=strict refuses it. Not `metadata`: controller-gen
+                    # writes an embedded ObjectMeta as a bare object the API server fills in itself.
+                    key not in ("metadata",)
+                    and isinstance(value, dict)
+                    and value.get("type") == "object"
+                    and not {"properties", "additionalProperties", "x-kubernetes-preserve-unknown-fields",
+                             "x-kubernetes-embedded-resource", "$ref", "allOf", "anyOf", "oneOf"} & value.keys()
+                ):
+                    value["additionalProperties"] = False
             for value in node.values():
                 walk(value)
         elif isinstance(node, list):
