@@ -477,6 +477,8 @@ def permission_needed(p, spec: ExperimentSpec) -> bool:
         return spec.backend == "pytorchjob"
     if p.group == "ray.io" or (p.group == "batch" and p.resource == "jobs"):
         return spec.backend == "rayjob"
+    if p.group in ("trainer.kubeflow.org", "jobset.x-k8s.io"):
+        return spec.backend == "trainjob" and p.group == "trainer.kubeflow.org"  # the JobSet read is optional
     if p.group == KUEUE_GROUP:
         return bool(spec.scheduling.queue)
     return True
@@ -563,7 +565,9 @@ def _reach_fix(spec: ExperimentSpec, failed) -> str:
     ports = sorted({int(p) for c in failed for _, p in _ADDR_PORT.findall(c.detail)})
     port = (f"TCP port {', '.join(map(str, ports))}" if ports else
             "TCP to the master's MASTER_PORT (the training-operator's default: 23456)"
-            if spec.backend == "pytorchjob" else "TCP between the worker pods (the gloo master's port)")
+            if spec.backend == "pytorchjob" else
+            "TCP to the master's PET_MASTER_PORT (Kubeflow Trainer's: 29500)" if spec.backend == "trainjob" else
+            "TCP between the worker pods (the gloo master's port)")
     return (f"the pods cannot reach each other: allow pod-to-pod {port} between the run's pods (on other nodes "
             "too): check NetworkPolicies in the namespace, cloud security groups/firewall rules between the "
             "nodes and the CNI's routes (kubectl get networkpolicy; ping a pod IP from another pod)")
@@ -618,6 +622,8 @@ SMOKE_FIXES = {
 def _ray_fix(spec: ExperimentSpec) -> str:
     head = ("the head's Service (<job>-master-0, MASTER_ADDR) and Ray's ports (6379, the raylets' ports) "
             "between the pods" if spec.backend == "pytorchjob" else
+            "the JobSet's headless Service (<job>-node-0-0.<job>, PET_MASTER_ADDR) and Ray's ports (6379, the "
+            "raylets' ports) between the pods" if spec.backend == "trainjob" else
             "the RayCluster's head Service (<job>-...-head-svc) and Ray's ports between the head and the workers")
     return (f"Ray did not come up across the pods: check {head} are reachable (NetworkPolicies, security groups, "
             "CNI), that every pod started (smoke: pods), and that resources.cpu/memory leave Ray room; raise "
