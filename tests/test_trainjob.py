@@ -173,7 +173,12 @@ def test_trainjob_pods_are_found_by_label_and_main_container_is_node():
     ref = J.JobRef("trainjob", job, _tj())
     assert [q["metadata"]["name"] for q in J.job_pods(fk, ref)] == [f"{job}-node-0-1-x7k2p"]
     assert J.main_container(p) == "node"
-    assert J.short_name(p, job) == "node-0-1-x7k2p"
+    assert J.short_name(p, job) == "node-0-1-x7k2p"  # without JobSet's labels: the name past the job
+    # what the Job controller and JobSet v0.11 add (seen on the local cluster's pods)
+    p["metadata"]["labels"].update({J.JOBSET_NAME_LABEL: job, J.COMPLETION_INDEX: "1",
+                                    "batch.kubernetes.io/job-name": f"{job}-node-0", "job-name": f"{job}-node-0"})
+    assert not J.is_submitter(p)  # a Job's pod, but no RayJob submitter
+    assert J.short_name(p, job) == "node-1"  # the node's rank, the same after a JobSet restart
 
 
 def test_find_run_and_list_cover_trainjobs():

@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_cluster_arguments(parser)
     parser.add_argument("-f", "--follow", action="store_true", help="follow until the job finishes")
     parser.add_argument("--pod", action="append", default=[], metavar="POD",
-                        help="only this pod (full name or short name like master-0; repeatable)")
+                        help="only this pod (full name or short name like master-0, or node-0 for a TrainJob; repeatable)")
     parser.add_argument("-c", "--container", help="container to read (default: the training container)")
     add_watchdog_arguments(parser)
     from launcher.export.targets import add_export_arguments

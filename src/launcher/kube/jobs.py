@@ -230,15 +230,21 @@ def _owned_by_job(md: dict, job: str) -> bool:
 
 
 def is_submitter(pod: dict) -> bool:
+    """A RayJob's submitter pod: a batch Job's pod that is no Ray pod (a TrainJob's JobSet pods are Job pods too)."""
     labels = (pod.get("metadata") or {}).get("labels") or {}
-    return any(k in labels for k in JOB_NAME_LABELS) and RAY_CLUSTER_LABEL not in labels
+    return (any(k in labels for k in JOB_NAME_LABELS) and RAY_CLUSTER_LABEL not in labels
+            and JOBSET_NAME_LABEL not in labels)
 
 
 def short_name(pod: dict, job: str) -> str:
-    """`master-0`, `worker-1`, `submitter`, `head-x7k2p`: the pod name without the job prefix."""
+    """`master-0`, `worker-1`, `submitter`, `head-x7k2p`: the pod name without the job prefix; a TrainJob's
+    node pod (`<job>-node-0-<i>-<suffix>`) is `node-<i>`, its rank, stable across the JobSet's restarts."""
     name = pod["metadata"]["name"]
     if is_submitter(pod):
         return "submitter"
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    if labels.get(JOBSET_NAME_LABEL) == job and labels.get(COMPLETION_INDEX, "").isdigit():
+        return f"node-{labels[COMPLETION_INDEX]}"
     if name.startswith(job + "-"):
         rest = name[len(job) + 1:]
         labels = (pod.get("metadata") or {}).get("labels") or {}
