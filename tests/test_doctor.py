@@ -202,12 +202,29 @@ def test_rayjob_needs_both_rayjobs_and_rayclusters(cluster, capsys):
     assert "or use a backend" not in lines["backend"]  # nothing else is served
 
 
-def test_trainjob_is_listed_for_information(cluster, capsys):
+def test_trainjob_is_listed_among_the_served_backends(cluster, capsys):
     cluster.groups["trainer.kubeflow.org"] = ["v1alpha1"]
     cluster.resources[("trainer.kubeflow.org", "v1alpha1")] = ["trainjobs", "trainingruntimes"]
     cluster.publish()
     rc, lines, _ = doctor(capsys)
     assert rc == 0 and "trainjobs.trainer.kubeflow.org v1alpha1" in lines["backend"]
+
+
+def test_trainjob_backend_needs_trainer_and_jobset(cluster, capsys):
+    rc, lines, _ = doctor(capsys, "--backend", "trainjob")
+    assert rc == 1
+    line = lines["backend"]
+    assert "trainjob needs trainjobs.trainer.kubeflow.org v1alpha1, trainingruntimes.trainer.kubeflow.org v1alpha1, " \
+           "jobsets.jobset.x-k8s.io v1alpha2, which the cluster does not serve" in line
+    assert "install Kubeflow Trainer v2 (on JobSet)" in line and "manifests/overlays/manager?ref=v2.2.0" in line
+    assert "or use a backend this cluster serves: --backend pytorchjob" in line
+    cluster.groups.update({"trainer.kubeflow.org": ["v1alpha1"], "jobset.x-k8s.io": ["v1alpha2"]})
+    cluster.resources[("trainer.kubeflow.org", "v1alpha1")] = ["trainjobs", "trainingruntimes"]
+    cluster.resources[("jobset.x-k8s.io", "v1alpha2")] = ["jobsets"]
+    cluster.publish()
+    rc, lines, _ = doctor(capsys, "--backend", "trainjob")
+    assert lines["backend"].startswith("✓ backend") and "trainjob: trainjobs.trainer.kubeflow.org v1alpha1" in \
+        lines["backend"]
 
 
 def test_queue_without_kueue_fails(cluster, capsys):

@@ -50,7 +50,7 @@ INFO_APIS: tuple[tuple[str, str], ...] = ()
 KUEUE_GROUP = kueue.GROUP
 KUEUE_VERSIONS = kueue.VERSIONS  # preferred first (launcher.kube.kueue)
 KUEUE_INSTALL = ("kubectl apply --server-side -f https://github.com/kubernetes-sigs/kueue/releases/latest/download/"
-                 "manifests.yaml (and enable its pytorchjob/rayjob integration)")
+                 "manifests.yaml (and enable its pytorchjob/rayjob/trainjob integration)")
 # Taint effects that keep a pod off a node; PreferNoSchedule only discourages.
 HARD_EFFECTS = ("NoSchedule", "NoExecute")
 

@@ -5,7 +5,8 @@ The shapes (stable: fields are only ever added, never renamed or removed):
 - `Run` (one element of `list`, what `wait` prints at the end, the core of `status`)::
 
     {"apiVersion": "grpo-launcher/v1", "kind": "Run", "name": job name, "namespace": ...,
-     "backend": "pytorchjob" | "rayjob", "jobKind": "PyTorchJob" | "RayJob", "experiment": name or null,
+     "backend": "pytorchjob" | "rayjob" | "trainjob", "jobKind": "PyTorchJob" | "RayJob" | "TrainJob",
+     "experiment": name or null,
      "created": RFC3339 creationTimestamp or null,
      "state": {"phase": Pending|Queued|Suspended|Running|Restarting|Succeeded|Failed|Deleted|Unknown,
                "finished": bool, "succeeded": bool, "reason": str}}
