@@ -16,6 +16,7 @@ from crd_schema import schema_errors
 from kube_fakes import FakeKube, pod
 from launcher import labels as L
 from launcher.config import load_spec
+from launcher.kube import POD as POD_RES
 from launcher.kube import jobs as J
 from launcher.render import render
 
@@ -240,3 +241,58 @@ def test_delete_removes_the_trainjob_its_runtime_and_configmap(monkeypatch, caps
 @pytest.mark.parametrize("backend", ["pytorchjob", "rayjob"])
 def test_other_backends_render_no_runtime(backend):
     assert "TrainingRuntime" not in [o["kind"] for o in render(load_spec(EXP3, [], backend))]
+
+
+# --------------------------------------------------------------------------------------------------
+# following: the shared watches cover TrainJobs and every node's pod
+
+
+def test_watch_follower_reads_every_node_pod_and_ends_on_complete(tmp_path):
+    import threading
+
+    from launcher import simlog
+    from launcher.follow import LogFollower, WatchState
+    from launcher.kube import TRAINJOB
+    from launcher.kube.informer import ClusterStateCache
+    from launcher.runs import RunDir
+    from test_follow_fake import raw, rows, wait_until
+
+    job = "exp-abcdef12"
+    fk = FakeKube()
+    fk.put(_tj(jobs=_counts(active=1, ready=1)))
+    head, worker = f"{job}-node-0-0-aaaaa", f"{job}-node-0-1-bbbbb"
+    for i, name in enumerate((head, worker)):
+        p = pod(name, job, container="node")
+        p["metadata"]["labels"].update({J.JOBSET_NAME_LABEL: job, J.COMPLETION_INDEX: str(i),
+                                        "batch.kubernetes.io/job-name": f"{job}-node-0"})
+        fk.put(p)
+    lines = [ln.rstrip("\n") for ln in simlog.generate(steps=3, seed=1)]
+    fk.append(head, "node", 0, lines)
+    fk.append(worker, "node", 0, ["[worker] raylet joined"])
+    run_dir = RunDir(tmp_path / job)
+    seen: list[tuple[str, str]] = []
+    f = LogFollower(fk, J.JobRef("trainjob", job, fk.get(TRAINJOB, job)), run_dir, poll_interval=0.05,
+                    read_timeout=2, state=None, on_line=lambda short, line: seen.append((short, line)))
+    state = WatchState(fk, f.ref, cache=ClusterStateCache(fk))
+    f._state_arg = state
+    out: dict = {}
+    t = threading.Thread(target=lambda: out.setdefault("result", f.run()), daemon=True)
+    t.start()
+    assert wait_until(lambda: run_dir.pod_log(worker).exists() and len(raw(run_dir, head)) == len(lines)
+                      if run_dir.pod_log(head).exists() else False)
+    for name in (head, worker):
+        done = fk.get(POD_RES, name)
+        done["status"] = {"phase": "Succeeded", "containerStatuses": [
+            {"name": "node", "restartCount": 0, "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}
+        fk.put(done)
+    fk.put(_tj((("Complete", "True", "AllJobsCompleted", "jobset completed successfully"),),
+               jobs=_counts(succeeded=1)))
+    t.join(15)
+    state.close()
+    assert out["result"].state.succeeded
+    assert raw(run_dir, worker) == ["[worker] raylet joined"]
+    assert [r["step"] for r in rows(run_dir)] == [1, 2, 3]
+    assert {short for short, _ in seen} == {"node-0", "node-1"}
+    # watches, not polls: the TrainJob kind and the pods each watched
+    assert "watch TrainJob" in fk.requests and "watch Pod" in fk.requests
+
