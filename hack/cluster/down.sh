@@ -8,6 +8,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/node.sh"
 # shellcheck source=kueue.sh
 . "$HERE/kueue.sh"
+# shellcheck source=trainer.sh
+. "$HERE/trainer.sh"
 mkdir -p "$CLUSTER_DIR"
 exec 9>"$CLUSTER_DIR/.lock.down"; flock -w 300 9 || true
 T0=$(date +%s)
@@ -16,9 +18,11 @@ rm -f "$MARKER"
 # delete jobs while the operators still run, so their finalizers are removed
 if api_ready; then
   k delete rayjobs.ray.io,pytorchjobs.kubeflow.org --all -A --wait=true --timeout=60s >/dev/null 2>&1 || true
+  k delete trainjobs.trainer.kubeflow.org --all -A --wait=true --timeout=60s >/dev/null 2>&1 || true
 fi
 
 kueue_down
+trainer_down
 for n in kuberay training-operator fake-dashboard; do stop_pid "$n"; done
 node_down
 
