@@ -40,7 +40,7 @@ def _delete_jobs(api, ns: str) -> None:
 
     co = client.CustomObjectsApi(api)
     for group, version, plural in (("ray.io", "v1", "rayjobs"), ("kubeflow.org", "v1", "pytorchjobs"),
-                                   ("ray.io", "v1", "rayclusters")):
+                                   ("ray.io", "v1", "rayclusters"), ("trainer.kubeflow.org", "v1alpha1", "trainjobs")):
         try:
             items = co.list_namespaced_custom_object(group, version, ns, plural)["items"]
         except ApiException:
