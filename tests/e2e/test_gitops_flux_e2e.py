@@ -179,7 +179,10 @@ def test_commits_start_runs_through_flux_and_flux_never_reruns_prunes_or_overwri
     assert set(after) == {exp3, exp4}
     for name in (exp3, exp4):
         assert after[name]["metadata"]["uid"] == before[name]["metadata"]["uid"]
-        assert after[name]["metadata"]["resourceVersion"] == before[name]["metadata"]["resourceVersion"], name
+        assert after[name]["spec"] == before[name]["spec"], name
+        # Flux applied it once (create) and never again: its field-manager entry keeps the creation time
+        applied = [m["time"] for m in after[name]["metadata"]["managedFields"] if m["manager"] == "kustomize-controller"]
+        assert applied == [after[name]["metadata"]["creationTimestamp"]], after[name]["metadata"]["managedFields"]
         assert after[name]["status"]["conditions"][-1]["type"] == "Succeeded", after[name]["status"]
         managers = {m["manager"] for m in after[name]["metadata"]["managedFields"] if m.get("subresource") == "status"}
         assert "kustomize-controller" not in managers, managers

@@ -81,7 +81,7 @@ def test_one_node_trainjob_follows_to_success_with_exact_metrics(trainer, namesp
 
     rc, out, err = run_launcher(["status", job, "-n", ns], info, runs)
     assert rc == 0 and f"TrainJob {job}" in out and "Succeeded" in out, out + err
-    assert "JobSet" in out and "Completed" in out, out  # the JobSet's own condition
+    assert f"jobset {job}" in out and "condition Completed=True" in out, out  # the JobSet's own condition
     rc, out, err = run_launcher(["list", "-n", ns], info, runs)
     assert rc == 0 and job in out and "Succeeded" in out and "trainjob" in out.lower(), out
     rc, out, err = run_launcher(["wait", job, "-n", ns, "--timeout", "20"], info, runs)
