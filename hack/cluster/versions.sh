@@ -40,3 +40,4 @@ PAUSE_DIR="$BIN_ROOT/pause-$K8S_VERSION"
 PAUSE_IMAGE="localhost/grpo-launcher/pause:$K8S_VERSION"   # a local name: no registry is involved
 TOOLBOX_DIR="$BIN_ROOT/toolbox-busybox-2"                       # -2: with applet links
 TOOLBOX_IMAGE="localhost/grpo-launcher/toolbox:busybox"        # the real node's network tests (tests/e2e)
+ARGOCD_VERSION=${ARGOCD_VERSION:-v3.2.0}          # github.com/argoproj/argo-cd/v3: schema checks only; no Argo CD runs here
