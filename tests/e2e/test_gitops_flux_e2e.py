@@ -25,16 +25,6 @@ INTERVAL_S = 5
 FLUX_EXAMPLE = REPO / "manifests" / "gitops" / "flux-kustomization-grpo-exp3.yaml"
 
 
-@pytest.fixture(scope="module")
-def flux(kube_cluster):
-    """up.sh with GRPO_FLUX=1: starts the git server and both Flux controllers, fails when Flux is not built."""
-    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-    env["GRPO_FLUX"] = "1"
-    proc = subprocess.run([str(ks.HACK_CLUSTER / "up.sh")], capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 0, f"hack/cluster/up.sh with GRPO_FLUX=1 failed:\n{proc.stderr[-3000:]}"
-    return kube_cluster
-
-
 def _git(cwd: Path, *args: str) -> str:
     env = dict(os.environ, GIT_AUTHOR_NAME="e2e", GIT_AUTHOR_EMAIL="e2e@localhost", GIT_COMMITTER_NAME="e2e",
                GIT_COMMITTER_EMAIL="e2e@localhost", GIT_TERMINAL_PROMPT="0")
@@ -167,9 +157,10 @@ def test_commits_start_runs_through_flux_and_flux_never_reruns_prunes_or_overwri
     # which commit started which run
     rc, out, err = run_launcher(["gitops-status", "-n", ns, "-o", "json"], info, runs)
     assert rc == 0, err
-    by_job = {r["job"]: r for r in json.loads(out)}
-    assert by_job[exp3]["kustomization"] == f"{ns}/grpo-e2e" and by_job[exp3]["created_by_revision"].endswith(sha3)
-    assert by_job[exp4]["created_by_revision"].endswith(sha4)
+    by_job = {r["name"]: r["gitops"] for r in json.loads(out)["items"]}
+    assert by_job[exp3]["kustomization"] == {"namespace": ns, "name": "grpo-e2e"}, by_job[exp3]
+    assert by_job[exp3]["createdByRevision"]["revision"].endswith(sha3), by_job[exp3]
+    assert by_job[exp4]["createdByRevision"]["revision"].endswith(sha4), by_job[exp4]
 
     # 3. many reconcile intervals after both finished: nothing re-created, pruned or overwritten
     before = _jobs(info, ns)

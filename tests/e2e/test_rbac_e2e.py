@@ -16,7 +16,6 @@ import kueue_support as kq
 import kwok_support as ks
 from launcher_helpers import cri, job_name, run_launcher, submit_args, verl_lines
 from rbac_support import apply, launcher_user
-from test_gitops_flux_e2e import flux  # noqa: F401 - fixture: up.sh with GRPO_FLUX=1 (Flux's CRDs and controllers)
 
 pytestmark = pytest.mark.cluster
 

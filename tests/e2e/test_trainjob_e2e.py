@@ -8,8 +8,6 @@ the pods' containers (KWOK) and the verl log (launcher.simlog); the TrainJob/Job
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 
 import pytest
 
@@ -18,16 +16,6 @@ from launcher_helpers import (CONFIG, expected_rows, raw_lines, rows, run_launch
 
 pytestmark = pytest.mark.cluster
 STEPS = 12
-
-
-@pytest.fixture(scope="module")
-def trainer(kube_cluster):
-    """up.sh with GRPO_TRAINER=1: starts Trainer + JobSet when they are not running, fails when they are not built."""
-    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-    env["GRPO_TRAINER"] = "1"
-    proc = subprocess.run([str(ks.HACK_CLUSTER / "up.sh")], capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 0, f"hack/cluster/up.sh with GRPO_TRAINER=1 failed:\n{proc.stderr[-3000:]}"
-    return kube_cluster
 
 
 def _sets(ns: str, delay: str, *extra: str) -> list[str]:
