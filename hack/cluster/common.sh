@@ -29,6 +29,14 @@ TO_WEBHOOK_PORT=${GRPO_TO_WEBHOOK_PORT:-19443}
 KR_METRICS_PORT=${GRPO_KR_METRICS_PORT:-18180}; KR_PROBE_PORT=${GRPO_KR_PROBE_PORT:-18182}
 KUEUE_METRICS_PORT=${GRPO_KUEUE_METRICS_PORT:-18380}; KUEUE_PROBE_PORT=${GRPO_KUEUE_PROBE_PORT:-18381}
 KUEUE_WEBHOOK_PORT=${GRPO_KUEUE_WEBHOOK_PORT:-19543}
+TRAINER_METRICS_PORT=${GRPO_TRAINER_METRICS_PORT:-18480}; TRAINER_PROBE_PORT=${GRPO_TRAINER_PROBE_PORT:-18481}
+TRAINER_WEBHOOK_PORT=${GRPO_TRAINER_WEBHOOK_PORT:-19643}
+JOBSET_METRICS_PORT=${GRPO_JOBSET_METRICS_PORT:-18580}; JOBSET_PROBE_PORT=${GRPO_JOBSET_PROBE_PORT:-18581}
+JOBSET_WEBHOOK_PORT=${GRPO_JOBSET_WEBHOOK_PORT:-19743}
+GIT_PORT=${GRPO_GIT_PORT:-18680}
+FLUX_SOURCE_METRICS_PORT=${GRPO_FLUX_SOURCE_METRICS_PORT:-18780}; FLUX_SOURCE_HEALTH_PORT=${GRPO_FLUX_SOURCE_HEALTH_PORT:-18781}
+FLUX_STORAGE_PORT=${GRPO_FLUX_STORAGE_PORT:-18782}
+FLUX_KUSTOMIZE_METRICS_PORT=${GRPO_FLUX_KUSTOMIZE_METRICS_PORT:-18880}; FLUX_KUSTOMIZE_HEALTH_PORT=${GRPO_FLUX_KUSTOMIZE_HEALTH_PORT:-18881}
 DASHBOARD_PORT=${GRPO_FAKE_DASHBOARD_PORT:-18265}
 
 # Default run time of PyTorchJob / Job pods before KWOK marks them Succeeded (per pod override: annotation
@@ -75,4 +83,20 @@ stop_pid() {  # name: TERM, wait up to 10 s, then KILL
     kill -9 "$p" 2>/dev/null || true
   fi
   rm -f "$f"
+}
+
+# loopback_certs DIR CN: a CA (ca.crt) and a serving certificate for 127.0.0.1 (tls.crt, tls.key) in DIR, made once.
+# The operators run on the host, so the API server calls their webhooks by URL with this CA (no Service, no
+# certificate rotator writing a Secret for a Service name).
+loopback_certs() {
+  local c=$1 cn=$2
+  [ -s "$c/tls.crt" ] && [ -s "$c/ca.crt" ] && return 0
+  mkdir -p "$c"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=$cn-ca" \
+    -keyout "$c/ca.key" -out "$c/ca.crt" >/dev/null 2>&1
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$c/tls.key" -out "$c/tls.csr" >/dev/null 2>&1
+  printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' > "$c/ext.cnf"
+  openssl x509 -req -in "$c/tls.csr" -CA "$c/ca.crt" -CAkey "$c/ca.key" -CAcreateserial -days 3650 \
+    -extfile "$c/ext.cnf" -out "$c/tls.crt" >/dev/null 2>&1
+  rm -f "$c/tls.csr" "$c/ext.cnf"
 }

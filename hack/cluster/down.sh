@@ -8,17 +8,26 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/node.sh"
 # shellcheck source=kueue.sh
 . "$HERE/kueue.sh"
+# shellcheck source=trainer.sh
+. "$HERE/trainer.sh"
+# shellcheck source=flux.sh
+. "$HERE/flux.sh"
 mkdir -p "$CLUSTER_DIR"
 exec 9>"$CLUSTER_DIR/.lock.down"; flock -w 300 9 || true
 T0=$(date +%s)
 rm -f "$MARKER"
 
+# Flux first: a running kustomize-controller would re-create what is deleted next
+flux_down
+rm -rf "$FLUX_DIR"
 # delete jobs while the operators still run, so their finalizers are removed
 if api_ready; then
   k delete rayjobs.ray.io,pytorchjobs.kubeflow.org --all -A --wait=true --timeout=60s >/dev/null 2>&1 || true
+  k delete trainjobs.trainer.kubeflow.org --all -A --wait=true --timeout=60s >/dev/null 2>&1 || true
 fi
 
 kueue_down
+trainer_down
 for n in kuberay training-operator fake-dashboard; do stop_pid "$n"; done
 node_down
 

@@ -13,6 +13,9 @@ KUEUE_GPU_QUOTA=${GRPO_KUEUE_GPU_QUOTA:-3}
 # what the launcher can submit to Kueue; the webhooks of the other integrations are not installed (an installed
 # webhook that nothing serves would refuse every Deployment/Job/Pod in the cluster)
 KUEUE_FRAMEWORKS="kubeflow.org/pytorchjob ray.io/rayjob"
+# + Trainer v2's TrainJob when up.sh starts Trainer (before Kueue: Kueue sets up an integration only for the CRDs it
+# finds at start, and a webhook registered for an integration it skipped would refuse every queued TrainJob)
+_kueue_frameworks() { echo "$KUEUE_FRAMEWORKS"; if declare -F trainer_wanted >/dev/null && trainer_wanted; then echo trainer.kubeflow.org/trainjob; fi; }
 
 kueue_built() { [ -x "$KUEUE_BIN/kueue" ]; }
 
@@ -25,21 +28,6 @@ kueue_wanted() {
 }
 
 kueue_ok() { pid_alive kueue && http_ok "http://127.0.0.1:$KUEUE_PROBE_PORT/readyz"; }
-
-# A CA and a serving certificate for 127.0.0.1: the apiserver calls the webhooks by URL (no Service: Kueue
-# runs on the host), so Kueue's own certificate rotator (which writes a Secret for a Service name) is off.
-_kueue_certs() {
-  local c="$KUEUE_DIR/certs"
-  [ -s "$c/tls.crt" ] && [ -s "$c/ca.crt" ] && return 0
-  mkdir -p "$c"
-  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=grpo-kueue-ca" \
-    -keyout "$c/ca.key" -out "$c/ca.crt" >/dev/null 2>&1
-  openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$c/tls.key" -out "$c/tls.csr" >/dev/null 2>&1
-  printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' > "$c/ext.cnf"
-  openssl x509 -req -in "$c/tls.csr" -CA "$c/ca.crt" -CAkey "$c/ca.key" -CAcreateserial -days 3650 \
-    -extfile "$c/ext.cnf" -out "$c/tls.crt" >/dev/null 2>&1
-  rm -f "$c/tls.csr" "$c/ext.cnf"
-}
 
 _kueue_config() {
   local f
@@ -63,37 +51,23 @@ internalCertManagement:
 integrations:
   frameworks:
 EOF
-    for f in $KUEUE_FRAMEWORKS; do echo "  - \"$f\""; done
+    for f in $(_kueue_frameworks); do echo "  - \"$f\""; done
   } > "$KUEUE_DIR/config.yaml"
 }
 
-# Kueue's own webhook manifests with each Service reference replaced by the loopback URL and our CA; only the
-# webhooks of Kueue's objects and of the enabled integrations.
+# Kueue's own webhook manifests pointed at the loopback URL with our CA; only the webhooks of Kueue's objects and
+# of the enabled integrations. A job without a queue label is not Kueue's (manageJobsWithoutQueueName: false) and
+# need not pass its webhook: otherwise every PyTorchJob/RayJob create is decoded by Kueue first, and a malformed one
+# gets Kueue's 400 instead of the API server's own 422 schema error.
 _kueue_webhooks() {
-  python3 - "$KUEUE_SRC/config/components/webhook/manifests.yaml" "$KUEUE_DIR/certs/ca.crt" \
-    "https://127.0.0.1:$KUEUE_WEBHOOK_PORT" "$KUEUE_FRAMEWORKS" <<'PY'
-import base64, sys, yaml
-src, ca, base, frameworks = sys.argv[1:]
-ca_b64 = base64.b64encode(open(ca, "rb").read()).decode()
-# "kubeflow.org/pytorchjob" -> "-kubeflow-org-v1-pytorchjob" (the path suffix controller-gen derives)
-wanted = ["-kueue-x-k8s-io-"] + [f"-{g.replace('.', '-')}-v1-{k}" for g, k in (f.split("/") for f in frameworks.split())]
-docs = [d for d in yaml.safe_load_all(open(src)) if d]
-for d in docs:
-    d["metadata"]["name"] = "grpo-kueue-" + d["metadata"]["name"]
-    kept = []
-    for w in d["webhooks"]:
-        path = w["clientConfig"]["service"]["path"]
-        if any(s in path for s in wanted):
-            w["clientConfig"] = {"url": base + path, "caBundle": ca_b64}
-            if "-kueue-x-k8s-io-" not in path:
-                # a job without a queue label is not Kueue's (manageJobsWithoutQueueName: false) and need not
-                # pass its webhook: otherwise every PyTorchJob/RayJob create is decoded by Kueue first, and a
-                # malformed one gets Kueue's 400 instead of the API server's own 422 schema error
-                w["objectSelector"] = {"matchExpressions": [{"key": "kueue.x-k8s.io/queue-name", "operator": "Exists"}]}
-            kept.append(w)
-    d["webhooks"] = kept
-print(yaml.safe_dump_all(docs, sort_keys=False))
-PY
+  local args=(--keep=-kueue-x-k8s-io-) f kd
+  for f in $(_kueue_frameworks); do
+    # "kubeflow.org/pytorchjob" -> the path controller-gen derives ends in "-pytorchjob" (".../mutate-kubeflow-org-v1-pytorchjob")
+    kd=${f#*/}
+    args+=("--keep=-$kd" "--select=-$kd=kueue.x-k8s.io/queue-name")
+  done
+  python3 "$HERE/loopback_webhooks.py" "$KUEUE_SRC/config/components/webhook/manifests.yaml" "$KUEUE_DIR/certs/ca.crt" \
+    "https://127.0.0.1:$KUEUE_WEBHOOK_PORT" grpo-kueue- "${args[@]}"
 }
 
 _kueue_objects() {
@@ -134,7 +108,7 @@ kueue_up() {
   k apply --server-side --force-conflicts --field-manager=grpo-cluster -f "$KUEUE_SRC/config/components/crd/bases" >/dev/null
   k wait --for=condition=Established --timeout=60s crd/clusterqueues.kueue.x-k8s.io crd/localqueues.kueue.x-k8s.io \
     crd/resourceflavors.kueue.x-k8s.io crd/workloads.kueue.x-k8s.io >/dev/null
-  _kueue_certs; _kueue_config
+  loopback_certs "$KUEUE_DIR/certs" grpo-kueue; _kueue_config
   # Kueue v0.17 reads its metrics server's certificate from a fixed path when internal cert management is off
   # (cmd/kueue/main.go: /etc/kueue/metrics/certs); like the training-operator's /tmp cert dir, it is shared
   # by every cluster on the host, so it points at this cluster's certificates.

@@ -7,6 +7,10 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/node.sh"
 # shellcheck source=kueue.sh
 . "$HERE/kueue.sh"
+# shellcheck source=trainer.sh
+. "$HERE/trainer.sh"
+# shellcheck source=flux.sh
+. "$HERE/flux.sh"
 rc=0
 echo "cluster dir: $CLUSTER_DIR"
 echo "kubeconfig:  $KUBECONFIG_PATH"
@@ -19,6 +23,9 @@ for n in training-operator kuberay fake-dashboard; do
   else echo "$(printf '%-18s' "$n:") NOT running"; rc=1; fi
 done
 if kueue_built; then kueue_status; pid_alive kueue || rc=1; else echo "kueue:             not built (hack/cluster/build.sh kueue)"; fi
+if trainer_built; then trainer_status; { pid_alive trainer && pid_alive jobset; } || rc=1
+else echo "trainer, jobset:   not built (hack/cluster/build.sh trainer jobset)"; fi
+if flux_built; then flux_status; else echo "flux:              not built (hack/cluster/build.sh flux)"; fi
 if node_wanted 2>/dev/null; then node_status; node_ok || rc=1; else echo "real node:         not built (make node-build)"; fi
 if api_ready; then
   k get nodes -L nvidia.com/gpu.product -o wide 2>/dev/null | cut -c1-150

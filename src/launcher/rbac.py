@@ -9,7 +9,7 @@ authenticated user may already do them (the default `system:discovery`, `system:
 
 The cluster-scoped reads go to an optional ClusterRole (a Role cannot grant them); without it the
 launcher degrades: `submit` skips the GPU-node warning and trusts the namespace exists, `doctor`
-says what it could not check.
+says what it could not check, `status`/`gitops-status` say they cannot read Flux's objects.
 """
 
 from __future__ import annotations
@@ -91,6 +91,12 @@ CALLS: tuple[Call, ...] = (
          cluster_scoped=True),
     Call("kueue.x-k8s.io", "clusterqueues", "get", ("doctor",), "the LocalQueue's ClusterQueue exists",
          cluster_scoped=True),
+    # Flux's objects live in Flux's namespace (flux-system), not the run's: a namespace Role cannot grant them
+    Call("kustomize.toolkit.fluxcd.io", "kustomizations", "get", ("status", "gitops-status"),
+         "a Flux-applied run's Kustomization (its labels name it): last apply, Ready, the history that dates it",
+         cluster_scoped=True),
+    Call("source.toolkit.fluxcd.io", "gitrepositories", "get", ("status", "gitops-status"),
+         "that Kustomization's GitRepository: url, branch, artifact revision", cluster_scoped=True),
 )
 
 

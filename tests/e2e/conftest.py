@@ -6,10 +6,13 @@
 - ``kube_api``: a kubernetes ApiClient bound to that cluster's kubeconfig.
 - ``tools_bin``: directory with the cached kubectl and helm; also exported as env GRPO_TOOLS_BIN.
 - ``namespace`` (function): a fresh namespace per test, deleted afterwards (jobs first, so finalizers run).
+- ``trainer`` / ``flux`` (session): the cluster with Kubeflow Trainer v2 + JobSet / Flux and its git server running
+  (up.sh with GRPO_TRAINER=1 / GRPO_FLUX=1: started when not running, a failure when not built, never a skip).
 """
 from __future__ import annotations
 
 import os
+import subprocess
 import uuid
 
 import pytest
@@ -22,6 +25,25 @@ def kube_cluster() -> ks.ClusterInfo:
     info = ks.ensure_cluster()
     os.environ["GRPO_TOOLS_BIN"] = str(info.tools_bin)
     return info
+
+
+def _up_with(flag: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    env[flag] = "1"
+    proc = subprocess.run([str(ks.HACK_CLUSTER / "up.sh")], capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, f"hack/cluster/up.sh with {flag}=1 failed:\n{proc.stderr[-3000:]}"
+
+
+@pytest.fixture(scope="session")
+def trainer(kube_cluster: ks.ClusterInfo) -> ks.ClusterInfo:
+    _up_with("GRPO_TRAINER")
+    return kube_cluster
+
+
+@pytest.fixture(scope="session")
+def flux(kube_cluster: ks.ClusterInfo) -> ks.ClusterInfo:
+    _up_with("GRPO_FLUX")
+    return kube_cluster
 
 
 @pytest.fixture(scope="session")
@@ -40,7 +62,7 @@ def _delete_jobs(api, ns: str) -> None:
 
     co = client.CustomObjectsApi(api)
     for group, version, plural in (("ray.io", "v1", "rayjobs"), ("kubeflow.org", "v1", "pytorchjobs"),
-                                   ("ray.io", "v1", "rayclusters")):
+                                   ("ray.io", "v1", "rayclusters"), ("trainer.kubeflow.org", "v1alpha1", "trainjobs")):
         try:
             items = co.list_namespaced_custom_object(group, version, ns, plural)["items"]
         except ApiException:

@@ -170,7 +170,7 @@ def test_smoke_pod_cannot_reach_the_other(real_nodes, namespace, tmp_path):
     info, port = real_nodes, netblock.PYTORCHJOB_MASTER_PORT
     tag = f"grpo-doctor-e2e-{namespace}"
     with netblock.block_port(port, tag=tag, network=netblock.pod_network(info)):  # before the submit
-        rc, found, text = smoke(info, namespace, tmp_path, "resources.nodes=2", "smoke.connect_timeout_s=120")
+        rc, found, text = smoke(info, namespace, tmp_path, "resources.nodes=2", "smoke.connect_timeout_s=60")
     assert not netblock.blocked(port, tag, netblock.pod_network(info))
     assert rc == 1, text
     pods = found["smoke: pods"]

@@ -63,8 +63,27 @@ def ok(result, what) -> tuple[str, str]:
     return out, err
 
 
-def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed(kube_cluster, namespace,
-                                                                                  tmp_path):
+def flux_run(info, ns: str, job: str) -> None:
+    """A suspended GitRepository + Kustomization in `ns` (the controllers leave them alone) and `job` labelled as
+    Flux labels what it applies, so that `status` / `gitops-status` read both (the optional Flux rows of CALLS)."""
+    import json
+
+    for obj in (
+        {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+         "metadata": {"name": "grpo-rbac", "namespace": ns},
+         "spec": {"url": "http://127.0.0.1:9/none.git", "ref": {"branch": "main"}, "interval": "1h", "suspend": True}},
+        {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+         "metadata": {"name": "grpo-rbac", "namespace": ns},
+         "spec": {"sourceRef": {"kind": "GitRepository", "name": "grpo-rbac"}, "path": "./", "interval": "1h",
+                  "prune": False, "suspend": True}},
+    ):
+        info.kubectl("apply", "--server-side", "--field-manager=grpo-e2e", "-f", "-", input=json.dumps(obj))
+    info.kubectl("-n", ns, "label", "pytorchjob", job, "kustomize.toolkit.fluxcd.io/name=grpo-rbac",
+                 f"kustomize.toolkit.fluxcd.io/namespace={ns}")
+
+
+def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed(kube_cluster, trainer, flux,
+                                                                                  namespace, tmp_path):
     from launcher.kube import Kube
     from launcher.rbac import CALLS
 
@@ -107,6 +126,12 @@ def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed
     ok(res, "submit --set backend=trainjob")
     out, _ = ok(launcher("status", tj, "-n", ns), "status of a TrainJob")
     assert f"TrainJob {tj}" in out and f"jobset {tj}" in out, out
+    # a run Flux applied (labels as kustomize-controller sets them): status and gitops-status read Flux's objects
+    flux_run(info, ns, job)
+    out, _ = ok(launcher("status", job, "-n", ns), "status of a Flux run")
+    assert f"gitops: Flux Kustomization {ns}/grpo-rbac, created by an unknown revision" in out, out
+    out, _ = ok(launcher("gitops-status", job, "-n", ns), "gitops-status")
+    assert f"source: GitRepository {ns}/grpo-rbac http://127.0.0.1:9/none.git branch main" in out, out
     rc, out, err = launcher("doctor", submit_args(ns, 2, RUNNING)[1], "-n", ns)
     assert "Traceback" not in err and rc in (0, 1), out + err
     assert any(ln.startswith("✓ rbac") for ln in out.splitlines()), out
@@ -175,6 +200,13 @@ def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed
         ("", "namespaces", "get", True): lambda: doctor_says(f"{ns} (cannot read Namespace objects: assumed to exist)"),
         ("", "pods", "list", True): lambda: doctor_says("listing pods in all namespaces is forbidden"),
         ("kueue.x-k8s.io", "clusterqueues", "get", True): lambda: doctor_says("get kueue.x-k8s.io/clusterqueues"),
+        # Flux's objects (another namespace in real use): one line instead of the details
+        ("kustomize.toolkit.fluxcd.io", "kustomizations", "get", True): lambda: printed(
+            launcher("gitops-status", job, "-n", ns),
+            f"cannot get kustomizations.kustomize.toolkit.fluxcd.io in namespace {ns} (forbidden)"),
+        ("source.toolkit.fluxcd.io", "gitrepositories", "get", True): lambda: printed(
+            launcher("gitops-status", job, "-n", ns),
+            f"cannot get gitrepositories.source.toolkit.fluxcd.io in namespace {ns} (forbidden)"),
     }
 
     def created_nothing(submitted, call):
@@ -208,6 +240,8 @@ def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed
         wait_allowed(kube, c, ns, True)
 
     # with everything granted again, the runs still there go (deleted, or going: operators' finalizers)
+    info.kubectl("-n", ns, "delete", "kustomizations.kustomize.toolkit.fluxcd.io,gitrepositories.source.toolkit.fluxcd.io",
+                 "--all", "--wait=true", "--timeout=60s", check=False)
     for kind, name in (("pytorchjob", job), ("rayjob", ray), ("trainjob", tj)):
         ok(launcher("delete", name, "-n", ns, "--no-wait"), f"delete {name}")
         got = info.kubectl("get", kind, name, "-n", ns, "-o", "jsonpath={.metadata.deletionTimestamp}", check=False)

@@ -51,7 +51,8 @@ def smoke_checks(text: str) -> dict[str, tuple[str, str]]:
     return out
 
 
-@pytest.mark.parametrize("backend,nodes", [("pytorchjob", 1), ("pytorchjob", 2), ("rayjob", 1), ("rayjob", 2)])
+@pytest.mark.parametrize("backend,nodes", [("pytorchjob", 1), ("pytorchjob", 2), ("rayjob", 1), ("rayjob", 2),
+                                          ("trainjob", 2)])  # Trainer v2: the 2-node Ray bootstrap from PET_*
 def test_smoke_job_runs_to_completion_in_real_pods(real_node, namespace, tmp_path, backend, nodes):
     info, ns, runs = real_node, namespace, tmp_path / "runs"
     sets = [f"backend={backend}", f"resources.nodes={nodes}"]
@@ -66,7 +67,7 @@ def test_smoke_job_runs_to_completion_in_real_pods(real_node, namespace, tmp_pat
 
     from launcher.config import load_spec
     spec = load_spec(rn.SMOKE, [f"scheduling.namespace={ns}", *sets])
-    # the driver's log: PyTorchJob master / RayJob submitter (ray job logs) carries the result line
+    # the driver's log: PyTorchJob master / TrainJob node 0 / RayJob submitter (ray job logs) carries the result line
     texts = "\n".join(logs.values())
     assert "[smoke] result ok" in texts, texts[-3000:]
     driver = next(t for t in logs.values() if "[smoke] result ok" in t)

@@ -45,8 +45,8 @@ def _kubectl_create(info, namespace: str, obj: dict, *, dry_run: bool, check: bo
 
 
 @pytest.mark.parametrize("exp,sets", VARIANTS, ids=lambda v: v if isinstance(v, str) else " ".join(v) or "1 node")
-def test_rendered_runtime_and_trainjob_pass_trainer_and_jobset_admission(kube_cluster, namespace, exp, sets):
-    info = kube_cluster
+def test_rendered_runtime_and_trainjob_pass_trainer_and_jobset_admission(trainer, namespace, exp, sets):
+    info = trainer
     cm, runtime, job = _render(namespace, exp, sets)
     stored = json.loads(_kubectl_create(info, namespace, runtime, dry_run=False).stdout)
     try:
@@ -66,18 +66,18 @@ def test_rendered_runtime_and_trainjob_pass_trainer_and_jobset_admission(kube_cl
     assert info.kubectl("-n", namespace, "get", "trainjobs,jobsets", "-o", "name").stdout.strip() == ""
 
 
-def test_trainers_webhook_refuses_a_runtime_without_the_node_container(kube_cluster, namespace):
+def test_trainers_webhook_refuses_a_runtime_without_the_node_container(trainer, namespace):
     _, runtime, _ = _render(namespace, "grpo-exp3", ())
     pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     pod["containers"][0]["name"] = "trainer"
-    got = _kubectl_create(kube_cluster, namespace, runtime, dry_run=True, check=False)
+    got = _kubectl_create(trainer, namespace, runtime, dry_run=True, check=False)
     assert got.returncode != 0
     assert "must contain the required container for the ancestor: trainer" in got.stderr, got.stderr
 
 
-def test_submit_server_dry_run_of_a_trainjob_creates_nothing(kube_cluster, namespace, tmp_path):
+def test_submit_server_dry_run_of_a_trainjob_creates_nothing(trainer, namespace, tmp_path):
     rc, out, err = run_launcher(["submit", CONFIG, "-n", namespace, "--backend", "trainjob",
-                                 "--set", "resources.nodes=2", "--dry-run=server"], kube_cluster, tmp_path)
+                                 "--set", "resources.nodes=2", "--dry-run=server"], trainer, tmp_path)
     assert rc == 0, err
     kinds = [d["kind"] for d in yaml.safe_load_all(out)]
     assert kinds == ["ConfigMap", "TrainingRuntime", "TrainJob"]
@@ -85,12 +85,12 @@ def test_submit_server_dry_run_of_a_trainjob_creates_nothing(kube_cluster, names
     assert runtime["metadata"]["uid"]  # the server filled it in
     # Trainer's TrainJob webhook reads the stored runtime, which a dry run never stores: said, not hidden
     assert "Kubeflow Trainer's webhook checks it only against a stored TrainingRuntime" in err, err
-    assert kube_cluster.kubectl("-n", namespace, "get", "configmaps,trainingruntimes,trainjobs", "-l",
+    assert trainer.kubectl("-n", namespace, "get", "configmaps,trainingruntimes,trainjobs", "-l",
                                 "app.kubernetes.io/part-of=grpo-launcher", "-o", "name").stdout.strip() == ""
 
 
-def test_doctor_sees_the_trainjob_backend_served(kube_cluster, namespace, tmp_path):
-    rc, out, err = run_launcher(["doctor", CONFIG, "-n", namespace, "--backend", "trainjob"], kube_cluster, tmp_path)
+def test_doctor_sees_the_trainjob_backend_served(trainer, namespace, tmp_path):
+    rc, out, err = run_launcher(["doctor", CONFIG, "-n", namespace, "--backend", "trainjob"], trainer, tmp_path)
     assert "Traceback" not in err, err
     line = next(ln for ln in out.splitlines() if " backend" in ln[:12])
     assert line.startswith("✓ backend"), out

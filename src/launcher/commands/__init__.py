@@ -13,6 +13,7 @@ VERBS: dict[str, str] = {
     "submit": "submit",
     "sweep": "sweep",
     "status": "status",
+    "gitops-status": "gitops_status",
     "list": "list_runs",
     "wait": "wait",
     "logs": "logs",
@@ -40,6 +41,8 @@ HELP_LINES: dict[str, str] = {
     "submit": "submit an experiment (same config twice attaches to the existing run)",
     "sweep": "run a grid of variants of an experiment (--grid KEY=V1,V2): submit, follow together, rank in one report",
     "status": "show a run's state, its pods and why they are stuck (NAME: job or experiment)",
+    "gitops-status": ("show which Flux Kustomization, git source and revision created each run "
+                      "(derived from Flux's history; NAME: job or experiment)"),
     "list": "list the launcher's runs in a namespace, or in all of them with -A (state, age, experiment)",
     "wait": "wait for a run to finish: exit 0 on success, 1 on failure (last log lines and the reason), 124 on timeout",
     "logs": "show or follow a run's pod logs (saved under runs/<job>/logs, metrics into runs/<job>/metrics.jsonl)",

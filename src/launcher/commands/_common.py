@@ -14,7 +14,10 @@ The shapes (stable: fields are only ever added, never renamed or removed):
 - `list`: `{"apiVersion": "grpo-launcher/v1", "kind": "RunList", "items": [Run, ...]}` (newest first).
 - `status`: a Run plus `conditions` (the job's, as the API returns them), `ray` (RayJob only:
   jobDeploymentStatus, jobStatus, rayClusterName), `pods` ([{name, role, phase, restarts, node, problem}])
-  and `events` ([{time, type, reason, object, count, message}]).
+  and `events` ([{time, type, reason, object, count, message}]); `kueue` for a queued run, `gitops` for a run
+  Flux applied (launcher.gitops.describe, the same object as in `gitops-status`).
+- `gitops-status`: `{"apiVersion": "grpo-launcher/v1", "kind": "GitOpsStatusList", "fluxInstalled": bool,
+  "items": [Run + "gitops", ...]}` (newest first).
 - `wait`: the Run as it was when waiting ended, plus `result` (succeeded | failed | timeout) and
   `exitCode` (the code the command exits with).
 """

@@ -16,8 +16,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     who.add_argument("--group", metavar="NAME", help="bind a group")
     parser.add_argument("--name", default="grpo-launcher-user", help="name of the Role and bindings")
     parser.add_argument("--no-cluster-role", action="store_true",
-                        help="namespace-only: skip the read-only ClusterRole (nodes, namespaces, pods and Kueue "
-                             "ClusterQueues cluster-wide); submit then skips the GPU-capacity warning")
+                        help="namespace-only: skip the read-only ClusterRole (nodes, namespaces, pods, Kueue "
+                             "ClusterQueues, Flux Kustomizations/GitRepositories cluster-wide); submit then skips the "
+                             "GPU-capacity warning, status/gitops-status the Flux details")
     parser.add_argument("--explain", action="store_true",
                         help="print each API call the launcher makes, which verbs make it and why, instead")
 

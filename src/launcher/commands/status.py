@@ -45,6 +45,9 @@ def run(args: argparse.Namespace) -> int:
     queue = _queue(kube, ref)
     if queue:
         print(f"kueue: {queue['line']}")
+    gitops = _gitops(kube, ref)
+    if gitops:
+        print(f"gitops: {gitops['line']}")
     for c in status.get("conditions") or []:
         print(f"  condition {c.get('type')}={c.get('status')}: {c.get('reason') or ''} {c.get('message') or ''}".rstrip())
     if ref.backend == "trainjob":
@@ -187,6 +190,13 @@ def _jobset(kube, ref) -> dict | None:
             "terminalState": st.get("terminalState") or "", "conditions": st.get("conditions") or []}
 
 
+def _gitops(kube, ref) -> dict | None:
+    """For a run Flux applied (its kustomize.toolkit.fluxcd.io labels): what launcher.gitops says; else None."""
+    from launcher import gitops as G
+
+    return G.describe(kube, ref.obj) if G.flux_owner(ref.obj) else None
+
+
 def _events(kube, ref, pods: list[dict], last: int) -> list[dict]:
     """The last `last` events of the job and its pods worth a user's attention, oldest first (a TrainJob's
     also those of its JobSet and the JobSet's Jobs, where scheduling and pod-creation failures show)."""
@@ -210,6 +220,9 @@ def _emit(kube, ref, state, last_events: int, fmt: str, attempts: list[dict]) ->
     queue = _queue(kube, ref)
     if queue:
         out["kueue"] = {k: v for k, v in queue.items() if k != "line"}
+    gitops = _gitops(kube, ref)
+    if gitops:
+        out["gitops"] = {k: v for k, v in gitops.items() if k not in ("line", "lines")}
     if ref.backend == "rayjob":
         out["ray"] = {k: status.get(k) for k in ("jobDeploymentStatus", "jobStatus", "rayClusterName")}
     if ref.backend == "trainjob":
