@@ -154,6 +154,40 @@ def test_two_pod_pytorchjob_smoke_all_reduces_across_both_pods(cluster_dir):
 
 
 @pytest.mark.timeout(300)
+def test_two_pod_trainjob_smoke_all_reduces_from_trainer_v2_variables_only(cluster_dir):
+    """A TrainJob's two node pods: only Kubeflow Trainer v2's PET_* variables (no MASTER_ADDR/RANK/WORLD_SIZE),
+    PET_NODE_RANK as the Indexed Job's completion index; the same Ray cluster and gloo group as a PyTorchJob's."""
+    tmp, procs = cluster_dir
+    config = smoke_config(tmp, nodes=2, steps=2)
+    raw = yaml.safe_load(config.read_text())
+    config.write_text(yaml.safe_dump({**raw, "backend": "trainjob"}))
+    ray_port, master_port = _free_port(), _free_port()
+    job = "smoke-t-0123abcd"
+    common = {"PET_MASTER_ADDR": "127.0.0.1", "PET_MASTER_PORT": str(master_port), "PET_NNODES": "2",
+              "PET_NPROC_PER_NODE": "1", "LAUNCHER_RAY_PORT": str(ray_port), "LAUNCHER_RAY_TEMP_DIR": str(tmp / "r"),
+              "LAUNCHER_POLL_S": "0.5"}
+    head = _start(config, _env(tmp, 0, **common, PET_NODE_RANK="0", POD_NAME=f"{job}-node-0-0-aaaaa",
+                               LAUNCHER_RAY_START_ARGS=f"--ray-client-server-port={_free_port()} "
+                                                       f"--dashboard-port={_free_port()}"), tmp / "rank0.log")
+    worker = _start(config, _env(tmp, 1, **common, PET_NODE_RANK="1", POD_NAME=f"{job}-node-0-1-bbbbb"),
+                    tmp / "rank1.log")
+    procs += [head, worker]
+    head_rc, worker_rc = head.wait(timeout=270), worker.wait(timeout=60)
+    head_log = (tmp / "rank0.log").read_text(errors="replace")
+    worker_log = (tmp / "rank1.log").read_text(errors="replace")
+    print(f"--- head\n{head_log}\n--- worker\n{worker_log}")
+    assert _failed(head_log) == ({"user", f"user@{socket.gethostname()}"} if IDENTITY_FAILS else set())
+    assert _failed(worker_log) == ({"user"} if IDENTITY_FAILS else set())
+    assert head_rc == worker_rc == (1 if IDENTITY_FAILS else 0)
+    checks = _checks(head_log)
+    assert checks["rendezvous"] == checks["allreduce"] == checks["ray_nodes"] == checks["steps"] == "ok"
+    assert f"via MASTER_ADDR:MASTER_PORT 127.0.0.1:{master_port}" in head_log  # PET_MASTER_* carried over
+    assert "gloo, 2 rank(s): 3 (expected 3)" in head_log
+    assert _checks(worker_log)["steps"] == "ok" and "gloo rank 1 of 2" in worker_log
+    assert [r.step for r in _rows(head_log)] == [1, 2] and _rows(worker_log) == []
+
+
+@pytest.mark.timeout(300)
 def test_rayjob_driver_all_reduces_through_one_actor_per_worker_node(cluster_dir):
     """KubeRay's cluster played by `ray start` (a head and one worker raylet); the entrypoint is the job driver."""
     tmp, procs = cluster_dir
