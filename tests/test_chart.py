@@ -442,7 +442,7 @@ def test_schema_is_closed_draft07_without_refs():
     res = schema["properties"]["resources"]["properties"]
     assert res["gpus_per_node"]["minimum"] == 0 and res["gpus_per_node"]["maximum"] == 16
     assert res["cpu"]["pattern"].startswith("^[0-9]")
-    assert schema["properties"]["backend"]["enum"] == ["pytorchjob", "rayjob"]
+    assert schema["properties"]["backend"]["enum"] == ["pytorchjob", "rayjob", "trainjob"]
     chart_only = {"eval", "helm_test", "tensorboard_server", "global"}
     assert set(schema["properties"]) == set(ExperimentSpec.model_fields) | chart_only
     assert not chart_only & set(schema["required"])
