@@ -147,7 +147,8 @@ def test_list_all_namespaces_table_and_yaml(api, capsys):
     assert lines[0].split() == ["NAMESPACE", "NAME", "BACKEND", "STATE", "AGE", "EXPERIMENT"]
     assert sorted(ln.split()[:2] for ln in lines[1:]) == [["ns-a", "a-1"], ["ns-b", "b-1"]]
     # one cluster-wide list per backend, never a namespaced one
-    assert {p for _, p, _, _ in api.requests} == {"/apis/kubeflow.org/v1/pytorchjobs", "/apis/ray.io/v1/rayjobs"}
+    assert {p for _, p, _, _ in api.requests} == {"/apis/kubeflow.org/v1/pytorchjobs", "/apis/ray.io/v1/rayjobs",
+                                                  "/apis/trainer.kubeflow.org/v1alpha1/trainjobs"}
     assert main(["list", "--all-namespaces", "-o", "yaml"]) == 0
     doc = yaml.safe_load(capsys.readouterr().out)
     assert doc["kind"] == "RunList" and sorted((i["namespace"], i["name"]) for i in doc["items"]) == [
