@@ -374,3 +374,17 @@ def test_trainjob_release_helm_test_and_upgrade_guard(kube_cluster, kube_api, na
     assert names == [old]
     runtimes = co.list_namespaced_custom_object(*TRAINER, namespace, "trainingruntimes")["items"]
     assert [r["metadata"]["name"] for r in runtimes] == [old]
+
+    # the way on: stop the old run, then upgrade. Helm creates the new runtime before the new TrainJob (one
+    # List) and deletes the old runtime, which Trainer releases (resource-in-use finalizer) once its TrainJob is gone.
+    co.delete_namespaced_custom_object(*TRAINER, namespace, "trainjobs", old)
+    ks.wait_for(lambda: not co.list_namespaced_custom_object(*TRAINER, namespace, "trainjobs")["items"], timeout=60,
+                what="TrainJob deleted")
+    _helm(kube_cluster, "upgrade", "exp", str(CHART), *base, *_local_test_pod(kube_cluster), "--set", "rollout.n=4")
+    new = load_spec(ROOT / "configs" / "grpo-exp3.yaml",
+                    [f"scheduling.namespace={namespace}", "backend=trainjob", "rollout.n=4"])
+    new.scheduling.pod_annotations = LONG
+    assert new.job_name != old
+    for plural in ("trainjobs", "trainingruntimes"):
+        ks.wait_for(lambda: [o["metadata"]["name"] for o in co.list_namespaced_custom_object(
+            *TRAINER, namespace, plural)["items"]] == [new.job_name], timeout=60, what=f"only the new run's {plural}")
