@@ -218,6 +218,17 @@ def test_helm_install_trainjob_completes_and_uninstall_removes_it(kube_cluster, 
     status = _helm(kube_cluster, "status", "grpo-exp3-tj", "--namespace", namespace).stdout
     assert "STATUS: deployed" in status and f"trainjob/{name}" in status
 
+    # a finished TrainJob (Complete) does not hold an upgrade back: changed values replace the run
+    _helm(kube_cluster, "upgrade", "grpo-exp3-tj", str(CHART), "--namespace", namespace,
+          *[a for s in sets for a in ("--set", s)], "--set", "rollout.n=4",
+          "--set-json", f"scheduling.pod_annotations={json.dumps(FAST)}", "--wait=false")
+    new = load_spec(ROOT / "configs" / "grpo-exp3.yaml", [*sets, "rollout.n=4"])
+    new.scheduling.pod_annotations = FAST
+    for plural in ("trainjobs", "trainingruntimes"):
+        ks.wait_for(lambda: [o["metadata"]["name"] for o in co.list_namespaced_custom_object(
+            *TRAINER, namespace, plural)["items"]] == [new.job_name], timeout=120, what=f"only the new run's {plural}")
+    name = new.job_name
+
     _helm(kube_cluster, "uninstall", "grpo-exp3-tj", "--namespace", namespace, "--wait", "--timeout", "120s")
     for plural in ("trainjobs", "trainingruntimes"):
         ks.wait_for(lambda: _gone(lambda: co.get_namespaced_custom_object(*TRAINER, namespace, plural, name)),
