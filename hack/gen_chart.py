@@ -484,6 +484,9 @@ def constants() -> dict:
         "podCommand": R.POD_COMMAND,
         "entrypointShell": " ".join(R.ENTRYPOINT),
         "jobKinds": job_kinds(),
+        # backend trainjob (spec._trainjob_problems): the TrainJob name's pattern, JobSet's name limit
+        "trainjobNamePattern": S.TRAINJOB_NAME_PATTERN,
+        "dnsLabelMax": 63,
         # env: may not override these (spec.RESERVED_ENV, spec.RESERVED_ENV_PREFIX)
         "reservedEnv": sorted(S.RESERVED_ENV),
         "reservedEnvPrefix": S.RESERVED_ENV_PREFIX,

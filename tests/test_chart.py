@@ -243,10 +243,16 @@ def test_schema_refuses_bad_values(args, message):
          "values.tracking.tensorboard.log_dir must be a directory under storage.mount_path (/workspace)"),
         (["--set", "tensorboard_server.enabled=true"],
          "values.storage.claim_name must be a claim name when tensorboard_server.enabled is true"),
+        (["--set", "backend=trainjob", "--set", "name=9-lives"],
+         "values.name must be a name starting with a letter for backend trainjob (a TrainJob's name is an RFC 1035 "
+         'label: the CRD refuses one starting with a digit), got "9-lives"'),
+        (["--set", "backend=trainjob", "--set", "run_policy.clean_pod_policy=Running"],
+         'values.run_policy.clean_pod_policy must be None for backend trainjob (JobSet has no clean-pod policy'),
     ],
     ids=["batch-vs-gpus", "mini-gt-batch", "micro", "log-prob-micro", "tp", "name-length", "gpu-type", "pvc-no-claim",
          "wandb-no-key", "resume-no-path", "namespace-mismatch", "grpo-needs-gpus", "cpu-pod-counts-as-one",
-         "mlflow-no-uri", "env-reserved", "env-launcher-prefix", "env-no-source", "tb-dir-off-volume", "tb-server-no-claim"],
+         "mlflow-no-uri", "env-reserved", "env-launcher-prefix", "env-no-source", "tb-dir-off-volume", "tb-server-no-claim",
+         "trainjob-digit-name", "trainjob-clean-pod-policy"],
 )
 def test_fail_checks_explain_cross_field_rules(args, message):
     err = helm_error(*args)
@@ -302,6 +308,42 @@ def test_chart_rules_agree_with_check_rules(overrides):
     """The template's `fail` checks and spec.check_rules refuse the same fields on a fixed random table."""
     require_helm()
     assert _helm_fields(overrides) == _launcher_fields(overrides)
+
+
+@pytest.mark.parametrize("sets,fields", [
+    ({"backend": "trainjob", "name": "9-lives"}, {"name"}),
+    ({"backend": "trainjob", "run_policy.clean_pod_policy": "All"}, {"run_policy.clean_pod_policy"}),
+    ({"backend": "trainjob", "name": "7up", "run_policy.clean_pod_policy": "Running", "resources.nodes": 2},
+     {"name", "run_policy.clean_pod_policy"}),
+    # the longest names JobSet derives (38-character name, 1024 nodes) still fit: accepted
+    ({"backend": "trainjob", "name": "a" * 38, "resources.nodes": 1024, "resources.gpus_per_node": 1, "data.train_batch_size": 1024,
+      "actor.ppo_mini_batch_size": 1024}, set()),
+    ({"backend": "pytorchjob", "name": "9-lives", "run_policy.clean_pod_policy": "All"}, set()),  # trainjob's only
+    ({"backend": "trainjob", "env": [{"name": "PET_NODE_RANK", "value": "0"}]}, {"env"}),  # Trainer's torch plugin sets it
+], ids=["digit-name", "clean-pod-policy", "both-2-nodes", "longest-names", "pytorchjob-unaffected", "pet-env"])
+def test_chart_trainjob_rules_agree_with_check_rules(sets, fields):
+    """backend trainjob's rules (spec._trainjob_problems, PET_* reserved): the chart refuses the launcher's fields."""
+    require_helm()
+    raw = load_raw(ROOT / "configs" / "grpo-exp3.yaml")
+    args = []
+    for dotted, value in sets.items():
+        node = raw
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+        args += ["--set-json", f"{dotted}={json.dumps(value)}"]
+    try:
+        spec_from_raw(raw)
+        launcher = set()
+    except BadInput as exc:
+        launcher = {line.split(":")[0].strip("- ").strip() for line in str(exc).splitlines() if line.startswith("  - ")}
+    proc = helm("template", "grpo-exp3", str(CHART), *args, check=False)
+    # env problems name the item (launcher `env[0].name`, chart `values.env[0].name`): compare the section
+    launcher = {"env" if f.startswith("env[") else f for f in launcher}
+    chart = set(re.findall(r"^  - values\.([a-z_.]+?)(?:\[\d+\]\.name)? must", proc.stderr, re.M))
+    assert launcher == fields and chart == fields, proc.stderr
+    assert (proc.returncode != 0) == bool(fields), proc.stderr
 
 
 # ---------------------------------------------------------------------------------------------------
