@@ -138,7 +138,7 @@ def test_json_output(cluster, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["exit_code"] == 1 and doc["namespace"] == NS and doc["backend"] == "pytorchjob"
     by = {c["name"]: c for c in doc["checks"]}
-    assert by["backend"]["status"] == "fail" and "--set backend=rayjob" in by["backend"]["fix"]
+    assert by["backend"]["status"] == "fail" and "--backend rayjob" in by["backend"]["fix"]
     assert by["api-server"] == {"name": "api-server", "status": "ok", "finding": by["api-server"]["finding"],
                                 "fix": None}
 
@@ -187,7 +187,7 @@ def test_backend_not_served_names_the_operator_and_a_served_backend(cluster, cap
     assert "needs pytorchjobs.kubeflow.org v1, which the cluster does not serve: the Kubeflow Training Operator " \
            "(v1) is not installed" in line
     assert "fix: install the Kubeflow Training Operator (v1): kubectl apply --server-side -k" in line
-    assert "or use a backend this cluster serves: --set backend=rayjob" in line
+    assert "or use a backend this cluster serves: --backend rayjob" in line
 
 
 def test_rayjob_needs_both_rayjobs_and_rayclusters(cluster, capsys):
@@ -196,7 +196,7 @@ def test_rayjob_needs_both_rayjobs_and_rayclusters(cluster, capsys):
     rc, lines, _ = doctor(capsys, "--backend", "rayjob")
     assert rc == 1
     assert "needs rayclusters.ray.io v1" in lines["backend"] and "install KubeRay" in lines["backend"]
-    assert "--set backend=pytorchjob" in lines["backend"]
+    assert "--backend pytorchjob" in lines["backend"]
     cluster.groups.pop("kubeflow.org")
     rc, lines, _ = doctor(capsys, "--backend", "rayjob")
     assert "or use a backend" not in lines["backend"]  # nothing else is served

@@ -317,3 +317,78 @@ def test_reads_the_configmap_the_manifest_mounts(capsys, tmp_path, backend):
         assert argv[:3] == ["python3", "-m", "launcher.entrypoint"]
         args = parse_args(argv[3:])
         assert args.config == SPEC_PATH
+
+
+# --------------------------------------------------------------------------------------------------
+# TrainJob (Kubeflow Trainer v2.2): only the PET_* variables, from the torch plugin
+
+
+def _trainjob_config(tmp_path, nodes: int = 2) -> Path:
+    config = tmp_path / "tj.yaml"
+    config.write_text(yaml.safe_dump({"base": str(REPO / "configs" / "grpo-exp3.yaml"), "backend": "trainjob",
+                                      "resources": {"nodes": nodes}}))
+    return config
+
+
+def _trainjob_env(config: Path, rank: int) -> dict[str, str]:
+    from trainjob_env import trainjob_pod_env
+
+    return trainjob_pod_env(load_spec(config), rank, base={"PATH": "/usr/bin"})
+
+
+def test_trainjob_rank0_is_the_ray_head(capsys, tmp_path):
+    config = _trainjob_config(tmp_path)
+    env = _trainjob_env(config, 0)
+    assert "MASTER_ADDR" not in env and "RANK" not in env  # Trainer sets only PET_*
+    job = load_spec(config).job_name
+    code, out, _ = _dry(capsys, config, env)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "# role: ray-head"
+    assert lines[1] == f"# rank 0 of 2; master {job}-node-0-0.{job} ({job}-node-0-0)"
+    ray = shlex.split(lines[2].removeprefix("# ray: "))
+    assert ray[1:3] == ["start", "--head"] and '--resources={"grpo_node_rank_0":1}' in ray
+    cmd = _command(out)
+    assert "trainer.nnodes=2" in cmd and "ray_kwargs.ray_init.num_cpus" not in cmd
+
+
+def test_trainjob_rank1_joins_the_head_at_pet_master_addr(capsys, tmp_path):
+    config = _trainjob_config(tmp_path)
+    job = load_spec(config).job_name
+    code, out, _ = _dry(capsys, config, _trainjob_env(config, 1))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "# role: ray-worker"
+    ray = shlex.split(lines[2].removeprefix("# ray: "))
+    assert f"--address={job}-node-0-0.{job}:6379" in ray and "--head" not in ray
+    assert '--resources={"grpo_node_rank_1":1}' in ray
+
+
+def test_trainjob_same_ray_bootstrap_as_pytorchjob(capsys, tmp_path):
+    # The Ray start line of each rank differs from the PyTorchJob's only in the master's address.
+    tj = _trainjob_config(tmp_path, nodes=4)
+    job = load_spec(tj).job_name
+    for rank in range(4):
+        env = _trainjob_env(tj, rank)
+        _, out_tj, _ = _dry(capsys, tj, env)
+        _, out_pt, _ = _dry(capsys, _multinode(tmp_path), {**_operator_env(rank), "POD_IP": env["POD_IP"]})
+        ray_tj = out_tj.splitlines()[2].replace(f"{job}-node-0-0.{job}", "MASTER")
+        ray_pt = out_pt.splitlines()[2].replace("grpo-exp3-1a2b3c4d-master-0", "MASTER")
+        assert ray_tj == ray_pt
+        assert out_tj.splitlines()[0] == out_pt.splitlines()[0]
+
+
+def test_trainjob_node_count_mismatch_is_a_clear_error(capsys, tmp_path):
+    config = _trainjob_config(tmp_path)
+    env = {**_trainjob_env(config, 1), "PET_NNODES": "3"}
+    code = main(["--config", str(config)], container_env=env, probe=PROBE, prepare=lambda *a, **k: None)
+    assert code == 2
+    assert "PET_NNODES=3 but the spec has resources.nodes=2" in capsys.readouterr().err
+
+
+def test_trainjob_worker_without_master_addr_names_both_variables(capsys, tmp_path):
+    config = _trainjob_config(tmp_path)
+    env = {k: v for k, v in _trainjob_env(config, 1).items() if k != "PET_MASTER_ADDR"}
+    code = main(["--config", str(config)], container_env=env, probe=PROBE, prepare=lambda *a, **k: None)
+    assert code == 2
+    assert "PET_MASTER_ADDR (TrainJob)" in capsys.readouterr().err

@@ -150,6 +150,36 @@ def test_topology_and_pod_names():
     assert [topo.pod_name(r) for r in range(3)] == ["j-1a2b3c4d-master-0", "j-1a2b3c4d-worker-0", "j-1a2b3c4d-worker-1"]
 
 
+def test_operator_env_maps_trainer_v2_variables():
+    env = {"PET_NNODES": "3", "PET_NPROC_PER_NODE": "1", "PET_NODE_RANK": "1", "PET_MASTER_PORT": "29500",
+           "PET_MASTER_ADDR": "j-1a2b3c4d-node-0-0.j-1a2b3c4d"}
+    out = R.operator_env(env)
+    assert out == {**env, "MASTER_ADDR": "j-1a2b3c4d-node-0-0.j-1a2b3c4d", "MASTER_PORT": "29500", "RANK": "1",
+                   "WORLD_SIZE": "3"}
+    # the training-operator's own variables are never changed (a PyTorchJob pod sets both kinds)
+    pt = {"MASTER_ADDR": "j-master-0", "RANK": "2", "WORLD_SIZE": "3", "PET_NODE_RANK": "2", "PET_NNODES": "3"}
+    assert R.operator_env(pt) == pt
+    assert R.operator_env({}) == {}
+
+
+def test_trainjob_topology_and_pod_names():
+    env = {"PET_NODE_RANK": "2", "PET_NNODES": "3", "PET_MASTER_ADDR": "j-1a2b3c4d-node-0-0.j-1a2b3c4d",
+           "POD_NAME": "j-1a2b3c4d-node-0-2-x7k2p"}
+    topo = R.topology_from_env(env, nodes=3, job_name="fallback")
+    assert topo.rank == 2 and topo.trainjob and topo.job_name == "j-1a2b3c4d"
+    assert topo.master_addr == "j-1a2b3c4d-node-0-0.j-1a2b3c4d"
+    assert [topo.pod_name(r) for r in range(3)] == ["j-1a2b3c4d-node-0-0", "j-1a2b3c4d-node-0-1", "j-1a2b3c4d-node-0-2"]
+    assert R.missing_nodes(topo, [{"grpo_node_rank_0": 1, "GPU": 2}], 2) == [
+        "j-1a2b3c4d-node-0-1 (rank 1)", "j-1a2b3c4d-node-0-2 (rank 2)"]
+
+
+def test_trainjob_topology_refuses_a_rank_out_of_range():
+    from launcher.errors import BadInput
+
+    with pytest.raises(BadInput, match="rank 2: expected 0..1"):
+        R.topology_from_env({"PET_NODE_RANK": "2", "PET_MASTER_ADDR": "j-node-0-0.j"}, nodes=2, job_name="j")
+
+
 def test_missing_nodes_names_pods_and_gpu_shortfalls():
     topo = R.Topology(rank=0, nnodes=3, master_addr="j-master-0", job_name="j")
     nodes = [{"grpo_node_rank_0": 1, "GPU": 2}, {"grpo_node_rank_2": 1, "GPU": 1}]

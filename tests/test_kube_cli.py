@@ -56,14 +56,26 @@ def test_bad_input_exits_2_without_any_request(api, argv, capsys):
 def test_missing_crd_pytorchjob_exact_message(api, capsys):
     api.routes[("GET", f"/api/v1/namespaces/{NS}")] = (200, {})
     assert main(["submit", CONFIG, "-n", NS]) == 3
-    assert one_line_error(capsys.readouterr().err) == \
-        "error: Kubeflow Training Operator is not installed: no kubeflow.org/v1 PyTorchJob"
+    assert one_line_error(capsys.readouterr().err) == (
+        "error: Kubeflow Training Operator is not installed: no kubeflow.org/v1 PyTorchJob; the cluster serves no "
+        "backend's API (PyTorchJob, RayJob, TrainJob); nothing was created")
     assert not [r for r in api.requests if r[0] == "POST"]
 
 
 def test_missing_crd_rayjob_exact_message(api, capsys):
     assert main(["submit", CONFIG, "-n", NS, "--backend", "rayjob"]) == 3
-    assert one_line_error(capsys.readouterr().err) == "error: KubeRay is not installed: no ray.io/v1 RayJob"
+    assert one_line_error(capsys.readouterr().err) == (
+        "error: KubeRay is not installed: no ray.io/v1 RayJob; the cluster serves no backend's API "
+        "(PyTorchJob, RayJob, TrainJob); nothing was created")
+
+
+def test_missing_trainjob_crd_suggests_a_served_backend(api, capsys):
+    api.routes[("GET", "/apis/kubeflow.org/v1")] = (200, {"resources": [{"name": "pytorchjobs"}]})
+    assert main(["submit", CONFIG, "-n", NS, "--backend", "trainjob"]) == 3
+    assert one_line_error(capsys.readouterr().err) == (
+        "error: Kubeflow Trainer v2 is not installed: no trainer.kubeflow.org/v1alpha1 TrainJob and TrainingRuntime; "
+        "the cluster serves: pytorchjob (PyTorchJob); use --backend pytorchjob; nothing was created")
+    assert not [r for r in api.requests if r[0] == "POST"]
 
 
 def test_missing_namespace(api, capsys):

@@ -1,4 +1,4 @@
-"""Golden files of the rendered manifests: exp3 and exp4 on both backends.
+"""Golden files of the rendered manifests: exp3 and exp4 on every backend.
 
 Update after an intended change with `make golden` (UPDATE_GOLDEN=1 pytest tests/test_render_golden.py)
 and review the diff like any code change.
@@ -18,7 +18,7 @@ from launcher.render import render, to_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = Path(__file__).parent / "golden"
-CASES = [(exp, backend) for exp in ("grpo-exp3", "grpo-exp4") for backend in ("pytorchjob", "rayjob")]
+CASES = [(exp, backend) for exp in ("grpo-exp3", "grpo-exp4") for backend in ("pytorchjob", "rayjob", "trainjob")]
 
 
 def _rendered(exp: str, backend: str) -> str:

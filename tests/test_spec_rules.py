@@ -22,6 +22,9 @@ GOOD = [
     ["resources.nodes=2", "data.train_batch_size=16", "actor.ppo_mini_batch_size=16"],
     ["algorithm.use_kl_loss=true", "algorithm.kl_loss_coef=0.01"],
     ["backend=rayjob"],
+    ["backend=trainjob"],
+    ["backend=trainjob", "resources.nodes=2", "data.train_batch_size=16", "actor.ppo_mini_batch_size=16"],
+    ["backend=trainjob", "name=" + "a" * 38],
     ["scheduling.queue=team-a", "scheduling.priority_class=high"],
     ["storage.claim_name=grpo-data", "storage.create=true", "storage.size=500Gi"],
     ["name=" + "a" * 38],
@@ -82,7 +85,13 @@ BAD = [
     (["actor.lr=0"], "actor.lr", "a number > 0", "got 0"),
     (["resources.memory=lots"], "resources.memory", "a string matching", "got 'lots'"),
     (["resources.gpu_type=A200"], "resources.gpu_type", "one of ['A100-40GB'", "got 'A200'"),
-    (["backend=slurm"], "backend", "one of 'pytorchjob' or 'rayjob'", "got 'slurm'"),
+    (["backend=slurm"], "backend", "one of 'pytorchjob', 'rayjob' or 'trainjob'", "got 'slurm'"),
+    # Kubeflow Trainer v2.2: the TrainJob CRD's CEL rule wants an RFC 1035 label (a letter first)
+    (["backend=trainjob", "name=3-exp"], "name", "a name starting with a letter for backend trainjob", "got '3-exp'"),
+    (["backend=trainjob", "run_policy.clean_pod_policy=All"], "run_policy.clean_pod_policy",
+     "None for backend trainjob (JobSet has no clean-pod policy", "got 'All'"),
+    # Trainer's torch plugin sets (and its webhook reserves) these; the training-operator sets some of them too
+    (["env=[{name: PET_MASTER_ADDR, value: x}]"], "env[0].name", "spec.RESERVED_ENV", "got 'PET_MASTER_ADDR'"),
     (["rollout.nn=4"], "rollout.nn", "a known key", "got 4"),
     (["data.max_response_length=abc"], "data.max_response_length", "valid integer", "got 'abc'"),
     (["trainer.resume_mode=resume_path"], "trainer.resume_from_path", "a global_step_N path", "got None"),
@@ -110,6 +119,18 @@ def test_bad_configs_name_field_expected_and_got(sets, field, expected, got):
     assert expected in line, line
     assert got in line, line
     assert info.value.exit_code == 2
+
+
+def test_trainjob_names_fit_at_the_longest_job_name_and_most_nodes():
+    # JobSet v0.11 names: `<job>-node-0` (Job, label value), `<job>-node-0-<i>` (hostname), `<job>` (Service)
+    from launcher.spec import JOB_NAME_MAX, trainjob_names
+
+    names = trainjob_names("a" * JOB_NAME_MAX, 1024)
+    assert names["hostname"] == "a" * JOB_NAME_MAX + "-node-0-1023"
+    assert max(len(n) for n in names.values()) <= 63
+    # a pod's name is generateName `<job>-node-0-<i>-` + 5 random characters; the API server cuts the prefix to
+    # 58, so names always fit, and up to 100 nodes at the longest job name they keep the whole node index
+    assert len(trainjob_names("a" * JOB_NAME_MAX, 100)["hostname"]) + 1 <= 63 - 5
 
 
 def test_every_problem_is_reported_at_once():

@@ -34,14 +34,19 @@ OPERATORS = {
     "rayjob": ("KubeRay",
                "helm repo add kuberay https://ray-project.github.io/kuberay-helm/ && "
                "helm install kuberay-operator kuberay/kuberay-operator --version 1.6.2"),
+    "trainjob": ("Kubeflow Trainer v2 (on JobSet)",
+                 'kubectl apply --server-side -k "github.com/kubeflow/trainer.git/manifests/overlays/manager'
+                 '?ref=v2.2.0" (it brings JobSet v0.11)'),
 }
 # The API each backend needs: (group, version, plural).
 BACKEND_APIS = {
     "pytorchjob": (("kubeflow.org", "v1", "pytorchjobs"),),
     "rayjob": (("ray.io", "v1", "rayjobs"), ("ray.io", "v1", "rayclusters")),
+    "trainjob": (("trainer.kubeflow.org", "v1alpha1", "trainjobs"), ("trainer.kubeflow.org", "v1alpha1", "trainingruntimes"),
+                 ("jobset.x-k8s.io", "v1alpha2", "jobsets")),
 }
-# Listed for information when served (Kubeflow Trainer v2; the launcher does not render it).
-INFO_APIS = (("trainer.kubeflow.org", "trainjobs"),)
+# Listed for information when served (none besides the backends' own APIs today).
+INFO_APIS: tuple[tuple[str, str], ...] = ()
 KUEUE_GROUP = kueue.GROUP
 KUEUE_VERSIONS = kueue.VERSIONS  # preferred first (launcher.kube.kueue)
 KUEUE_INSTALL = ("kubectl apply --server-side -f https://github.com/kubernetes-sigs/kueue/releases/latest/download/"
@@ -140,7 +145,7 @@ def check_backend(spec: ExperimentSpec, served: Served) -> Check:
     alternatives = [b for b, apis in BACKEND_APIS.items() if b != spec.backend and all(served.has(*a) for a in apis)]
     fix = f"install {name}: {install}"
     if alternatives:
-        fix += f"; or use a backend this cluster serves: --set backend={alternatives[0]}"
+        fix += f"; or use a backend this cluster serves: --backend {alternatives[0]}"
     return Check("backend", FAIL, f"{spec.backend} needs " + ", ".join(_api(*a) for a in missing)
                  + f", which the cluster does not serve: {name} is not installed{also}", fix)
 
@@ -472,6 +477,8 @@ def permission_needed(p, spec: ExperimentSpec) -> bool:
         return spec.backend == "pytorchjob"
     if p.group == "ray.io" or (p.group == "batch" and p.resource == "jobs"):
         return spec.backend == "rayjob"
+    if p.group in ("trainer.kubeflow.org", "jobset.x-k8s.io"):
+        return spec.backend == "trainjob" and p.group == "trainer.kubeflow.org"  # the JobSet read is optional
     if p.group == KUEUE_GROUP:
         return bool(spec.scheduling.queue)
     return True
@@ -558,7 +565,9 @@ def _reach_fix(spec: ExperimentSpec, failed) -> str:
     ports = sorted({int(p) for c in failed for _, p in _ADDR_PORT.findall(c.detail)})
     port = (f"TCP port {', '.join(map(str, ports))}" if ports else
             "TCP to the master's MASTER_PORT (the training-operator's default: 23456)"
-            if spec.backend == "pytorchjob" else "TCP between the worker pods (the gloo master's port)")
+            if spec.backend == "pytorchjob" else
+            "TCP to the master's PET_MASTER_PORT (Kubeflow Trainer's: 29500)" if spec.backend == "trainjob" else
+            "TCP between the worker pods (the gloo master's port)")
     return (f"the pods cannot reach each other: allow pod-to-pod {port} between the run's pods (on other nodes "
             "too): check NetworkPolicies in the namespace, cloud security groups/firewall rules between the "
             "nodes and the CNI's routes (kubectl get networkpolicy; ping a pod IP from another pod)")
@@ -613,6 +622,8 @@ SMOKE_FIXES = {
 def _ray_fix(spec: ExperimentSpec) -> str:
     head = ("the head's Service (<job>-master-0, MASTER_ADDR) and Ray's ports (6379, the raylets' ports) "
             "between the pods" if spec.backend == "pytorchjob" else
+            "the JobSet's headless Service (<job>-node-0-0.<job>, PET_MASTER_ADDR) and Ray's ports (6379, the "
+            "raylets' ports) between the pods" if spec.backend == "trainjob" else
             "the RayCluster's head Service (<job>-...-head-svc) and Ray's ports between the head and the workers")
     return (f"Ray did not come up across the pods: check {head} are reachable (NetworkPolicies, security groups, "
             "CNI), that every pod started (smoke: pods), and that resources.cpu/memory leave Ray room; raise "

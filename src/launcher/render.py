@@ -455,6 +455,9 @@ def render(spec: ExperimentSpec, *, component: Component = "trainer", gitops: bo
            start_over: str | None = None) -> list[dict]:
     """Render the objects of one run, in apply order: PVC, ConfigMap, then the job.
 
+    Backend trainjob renders two objects for the job: its own TrainingRuntime (the pod shape, the
+    JobSet's failure policy and TTL), then the TrainJob of the same name that references it.
+
     gitops=True drops TTL self-deletion, which a GitOps controller would fight by recreating
     (and so re-running) a job that deleted itself. `instance` overrides the job name (the
     evaluation job's name also hashes which models it evaluates: `labels.eval_job_name`).
@@ -500,6 +503,17 @@ def render(spec: ExperimentSpec, *, component: Component = "trainer", gitops: bo
             # minAvailable keeps a gang scheduler from starting part of a multi-node run.
             min_available=spec.resources.nodes if spec.resources.nodes > 1 and not spec.scheduling.queue else None,
         )
+    elif spec.backend == "trainjob":
+        gpu_pod = _pod_parts(spec, instance=instance, configmap=cm, gpu=True, command=command,
+                             restart_policy="Never", component=component, extra_env=extra_env)
+        # The runtime carries the run's labels without Kueue's: Kueue admits the TrainJob, and a
+        # queue label on a TrainingRuntime means nothing to it.
+        runtime_labels = {k: v for k, v in labels.items() if not k.startswith("kueue.x-k8s.io/")}
+        objects.append(_render_template(
+            "trainingruntime.yaml.j2", **common, runtime_labels=runtime_labels, nodes=spec.resources.nodes,
+            gpu_pod=gpu_pod,
+        ))
+        job = _render_template("trainjob.yaml.j2", **common, nodes=spec.resources.nodes)
     else:
         gpu_pod = _pod_parts(spec, instance=instance, configmap=cm, gpu=True, command=None,
                              restart_policy="Never", component=component, extra_env=extra_env)

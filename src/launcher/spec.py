@@ -59,8 +59,10 @@ AnnotationValue = Annotated[
 ]
 
 # The job name is `<name>-<hash>`; the operators then add suffixes. KubeRay refuses RayJob names
-# longer than 47 characters (it derives the RayCluster and Service names from them), and the
-# training-operator names pods `<job>-worker-<i>`, so 47 is the budget on both backends.
+# longer than 47 characters (it derives the RayCluster and Service names from them), the
+# training-operator names pods `<job>-worker-<i>`, and JobSet (Trainer v2) gives each node the
+# hostname `<job>-node-0-<i>` (≤ 63) and the pod name `<job>-node-0-<i>-<5 random>`, so 47 is the
+# budget on every backend.
 JOB_NAME_MAX = 47
 HASH_LEN = 8
 NAME_MAX = JOB_NAME_MAX - HASH_LEN - 1  # 38
@@ -321,13 +323,13 @@ class SchedulingSpec(_Model):
 class RunPolicySpec(_Model):
     """Retries, deadlines and clean-up, mapped onto the operator's own fields."""
 
-    backoff_limit: int = Field(0, ge=0, le=100, description="Retries before the job is Failed.")
+    backoff_limit: int = Field(0, ge=0, le=100, description="Retries before the job is Failed (trainjob: restarts of the whole JobSet, failurePolicy.maxRestarts).")
     active_deadline_seconds: int | None = Field(None, ge=1, le=2_147_483_647, description="Kill the job after this long (null: never).")
     ttl_seconds_after_finished: int | None = Field(
         None, ge=0, le=2_147_483_647, description="Delete the finished job after this long (null: keep; omitted in GitOps output)."
     )
     clean_pod_policy: Literal["None", "Running", "All"] = Field(
-        "None", description="PyTorchJob: which pods to delete when the job finishes (None keeps logs readable)."
+        "None", description="PyTorchJob only: which pods to delete when the job finishes (None keeps logs readable)."
     )
 
 
@@ -374,8 +376,10 @@ RESERVED_ENV: frozenset[str] = frozenset({
     "WANDB_BASE_URL", "WANDB_NAME", "WANDB_RUN_ID", "WANDB_RESUME", "WANDB_DIR",
     # entrypoint.environment.env_for
     "RAY_USAGE_STATS_ENABLED", "RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES", "RAY_AUTH_MODE",
-    # set by the operators for the entrypoint (training-operator, KubeRay's `ray job submit`)
+    # set by the operators for the entrypoint (training-operator, KubeRay's `ray job submit`, Kubeflow
+    # Trainer v2's torch plugin, which also refuses them in a TrainJob: constants.TorchRunReservedEnvNames)
     "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "RAY_ADDRESS",
+    "PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT",
 })
 # Any LAUNCHER_* name is the launcher's own (LAUNCHER_ATTEMPT, LAUNCHER_CHILD_CMD, ...).
 RESERVED_ENV_PREFIX = "LAUNCHER_"
@@ -488,7 +492,7 @@ class SmokeSpec(_Model):
     )
 
 
-BACKENDS = ("pytorchjob", "rayjob")
+BACKENDS = ("pytorchjob", "rayjob", "trainjob")
 WORKLOADS = ("grpo", "smoke")
 
 
@@ -496,7 +500,11 @@ class ExperimentSpec(_Model):
     """A verl GRPO experiment and the Kubernetes job that runs it."""
 
     name: DnsLabel = Field(description="Experiment name; the job is <name>-<config hash>.")
-    backend: Literal["pytorchjob", "rayjob"] = Field("pytorchjob", description="Kubeflow PyTorchJob or KubeRay RayJob.")
+    backend: Literal["pytorchjob", "rayjob", "trainjob"] = Field(
+        "pytorchjob",
+        description="Kubeflow PyTorchJob (training-operator v1), KubeRay RayJob, or Kubeflow Trainer v2 TrainJob "
+        "(with its own TrainingRuntime).",
+    )
     workload: Literal["grpo", "smoke"] = Field(
         "grpo",
         description="grpo: verl's GRPO trainer. smoke: the smoke workload (section smoke) in exactly the same pods: "
@@ -769,6 +777,8 @@ def check_rules(spec: ExperimentSpec) -> list[Problem]:
         )
     problems += _tracking_problems(spec)
     problems += _env_problems(spec)
+    if spec.backend == "trainjob":
+        problems += _trainjob_problems(spec)
     if spec.storage.create and not spec.storage.claim_name:
         problems.append(Problem("storage.claim_name", "a claim name when storage.create is true", None))
     if res.nodes > 1 and spec.storage.claim_name and spec.storage.access_mode == "ReadWriteOnce" and spec.storage.create:
@@ -809,6 +819,37 @@ def _tracking_problems(spec: ExperimentSpec) -> list[Problem]:
         problems.append(Problem("tracking.tensorboard.log_dir",
                                 f"a directory under storage.mount_path ({spec.storage.mount_path}), so the event "
                                 "files outlive the pod", log_dir))
+    return problems
+
+
+# Kubeflow Trainer v2.2 (trainjob_types.go): a TrainJob's name is an RFC 1035 label, checked by the CRD's CEL rule.
+TRAINJOB_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+
+
+def trainjob_names(job: str, nodes: int) -> dict[str, str]:
+    """The longest names JobSet v0.11 derives from a TrainJob `job` of `nodes` nodes: the replicated Job
+    (`<job>-node-0`, also a label value), the last node's hostname (`<job>-node-0-<nodes-1>`, a DNS label) and its
+    headless Service (`<job>`). Each must fit in 63 characters; JOB_NAME_MAX keeps them there (tests prove it)."""
+    return {"job": f"{job}-node-0", "hostname": f"{job}-node-0-{nodes - 1}", "service": job}
+
+
+def _trainjob_problems(spec: ExperimentSpec) -> list[Problem]:
+    """What Kubeflow Trainer v2.2 and JobSet refuse, or cannot express, for backend trainjob."""
+    import re
+
+    problems = []
+    if not re.match(TRAINJOB_NAME_PATTERN, spec.job_name):
+        problems.append(Problem("name", "a name starting with a letter for backend trainjob (a TrainJob's name is an "
+                                        "RFC 1035 label: the CRD refuses one starting with a digit)", spec.name))
+    for what, name in trainjob_names(spec.job_name, spec.resources.nodes).items():
+        if len(name) > 63:
+            problems.append(Problem("name", f"a shorter name: the JobSet's {what} name {name} would exceed 63 "
+                                            "characters", spec.name))
+    if spec.run_policy.clean_pod_policy != "None":
+        problems.append(Problem("run_policy.clean_pod_policy",
+                                "None for backend trainjob (JobSet has no clean-pod policy: the pods stay until the "
+                                "TrainJob is deleted or run_policy.ttl_seconds_after_finished removes the JobSet)",
+                                spec.run_policy.clean_pod_policy))
     return problems
 
 

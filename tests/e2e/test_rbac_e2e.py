@@ -1,7 +1,7 @@
 """Least-privilege RBAC on the real API server.
 
 A ServiceAccount bound to exactly what `launcher rbac` renders runs every launcher verb (submit, status,
-list, logs, wait, delete, doctor) on both backends. Then each row of `launcher.rbac.CALLS` is taken away
+list, logs, wait, delete, doctor) on every backend. Then each row of `launcher.rbac.CALLS` is taken away
 in turn (one namespace, one ServiceAccount, the Role re-applied without that one verb): a verb that
 needs it fails with one `error:` line naming the refused verb and resource (exit 3, no traceback), or,
 for the optional cluster-wide reads, says what it could not check.
@@ -128,6 +128,10 @@ def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed
     assert f"gitops: Flux Kustomization {ns}/grpo-rbac, created by an unknown revision" in out, out
     out, _ = ok(launcher("gitops-status", job, "-n", ns), "gitops-status")
     assert f"source: GitRepository {ns}/grpo-rbac http://127.0.0.1:9/none.git branch main" in out, out
+    res, tj = submit(2, RUNNING, "backend=trainjob")
+    ok(res, "submit --set backend=trainjob")
+    out, _ = ok(launcher("status", tj, "-n", ns), "status of a TrainJob")
+    assert f"TrainJob {tj}" in out and f"jobset {tj}" in out, out
     rc, out, err = launcher("doctor", submit_args(ns, 2, RUNNING)[1], "-n", ns)
     assert "Traceback" not in err and rc in (0, 1), out + err
     assert any(ln.startswith("✓ rbac") for ln in out.splitlines()), out
@@ -136,6 +140,9 @@ def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed
     for steps, claim in ((8, None), (9, None), (11, "claim-11"), (12, "claim-12")):
         sets = (f"storage.claim_name={claim}", "storage.create=true") if claim else ()
         res, doomed[steps] = submit(steps, RUNNING, *sets)
+        ok(res, f"submit {doomed[steps]}")
+    for steps in (17, 18):  # TrainJob runs whose TrainingRuntime cannot be found / deleted
+        res, doomed[steps] = submit(steps, RUNNING, "backend=trainjob")
         ok(res, f"submit {doomed[steps]}")
 
     # -- each call taken away in turn ------------------------------------------------------------------------------
@@ -149,6 +156,22 @@ def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed
         ("ray.io", "rayjobs", "list", False): lambda: refused(launcher("list", "-n", ns), c),
         ("ray.io", "rayjobs", "create", False): lambda: created_nothing(submit(6, SHORT, "backend=rayjob"), c),
         ("ray.io", "rayjobs", "delete", False): lambda: refused(launcher("delete", ray, "-n", ns, "--no-wait"), c),
+        # NAME that is neither a PyTorchJob nor a RayJob is looked up as a TrainJob
+        ("trainer.kubeflow.org", "trainjobs", "get", False):
+            lambda: refused(launcher("status", "not-a-pytorchjob", "-n", ns), c),
+        ("trainer.kubeflow.org", "trainjobs", "list", False): lambda: refused(launcher("list", "-n", ns), c),
+        ("trainer.kubeflow.org", "trainjobs", "create", False):
+            lambda: created_nothing(submit(15, SHORT, "backend=trainjob"), c),
+        ("trainer.kubeflow.org", "trainjobs", "delete", False):
+            lambda: refused(launcher("delete", tj, "-n", ns, "--no-wait"), c),
+        ("trainer.kubeflow.org", "trainingruntimes", "create", False):
+            lambda: created_nothing(submit(16, SHORT, "backend=trainjob"), c),
+        ("trainer.kubeflow.org", "trainingruntimes", "list", False):
+            lambda: refused(launcher("delete", doomed[17], "-n", ns, "--no-wait"), c),
+        ("trainer.kubeflow.org", "trainingruntimes", "delete", False):
+            lambda: refused(launcher("delete", doomed[18], "-n", ns, "--no-wait"), c),
+        ("jobset.x-k8s.io", "jobsets", "get", False):
+            lambda: printed(launcher("status", tj, "-n", ns), "cannot get jobsets.jobset.x-k8s.io (forbidden)"),
         ("", "configmaps", "create", False): lambda: refused(submit(7, SHORT)[0], c),
         ("", "configmaps", "list", False): lambda: refused(launcher("delete", doomed[8], "-n", ns, "--no-wait"), c),
         ("", "configmaps", "delete", False): lambda: refused(launcher("delete", doomed[9], "-n", ns, "--no-wait"), c),
@@ -163,6 +186,7 @@ def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed
         # following: job and pod state through watches (launcher.kube.informer)
         ("kubeflow.org", "pytorchjobs", "watch", False): lambda: refused(launcher("logs", job, "-n", ns, "-f"), c),
         ("ray.io", "rayjobs", "watch", False): lambda: refused(launcher("logs", ray, "-n", ns, "-f"), c),
+        ("trainer.kubeflow.org", "trainjobs", "watch", False): lambda: refused(launcher("logs", tj, "-n", ns, "-f"), c),
         ("", "pods", "watch", False): lambda: refused(launcher("logs", job, "-n", ns, "-f"), c),
         ("", "events", "list", False): lambda: refused(launcher("status", job, "-n", ns), c),
         # the config sets no queue: doctor's access review is what notices
@@ -218,7 +242,7 @@ def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed
     # with everything granted again, the runs still there go (deleted, or going: operators' finalizers)
     info.kubectl("-n", ns, "delete", "kustomizations.kustomize.toolkit.fluxcd.io,gitrepositories.source.toolkit.fluxcd.io",
                  "--all", "--wait=true", "--timeout=60s", check=False)
-    for kind, name in (("pytorchjob", job), ("rayjob", ray)):
+    for kind, name in (("pytorchjob", job), ("rayjob", ray), ("trainjob", tj)):
         ok(launcher("delete", name, "-n", ns, "--no-wait"), f"delete {name}")
         got = info.kubectl("get", kind, name, "-n", ns, "-o", "jsonpath={.metadata.deletionTimestamp}", check=False)
         assert got.stdout.strip() or "NotFound" in got.stderr, (got.stdout, got.stderr)

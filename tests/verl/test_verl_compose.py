@@ -1,9 +1,10 @@
 """`verl_overrides(spec)` against verl 0.9.1's real Hydra config and its own validation.
 
-For exp3 and exp4 on both backends: the override list is the same, composes under `ppo_trainer`
+For exp3 and exp4 on every backend: the override list is the same, composes under `ppo_trainer`
 exactly as `python -m verl.trainer.main_ppo` composes it, every override lands on the key it names
 with the value it says, `validate_config` passes with main_ppo's arguments, and the runtime batch
-checks (verl_harness.runtime_problems) pass. Also: eval mode, a 2-node variant, Ray's CPU count, and a
+checks (verl_harness.runtime_problems) pass. Also: eval mode, a 2-node variant (and the command the entrypoint
+runs in a 2-node TrainJob's pod, from Trainer v2's environment), Ray's CPU count, and a
 misspelled key (refused by verl's compose and by our spec).
 """
 
@@ -48,7 +49,7 @@ def test_train_overrides_compose_and_validate(name):
     # the same verl run on either backend, except the checkpoint directory: per run (job name, config hash)
     ckpt = "trainer.default_local_dir="
     same = {b: [o for o in ov if not o.startswith(ckpt)] for b, ov in per_backend.items()}
-    assert same["pytorchjob"] == same["rayjob"]
+    assert same["pytorchjob"] == same["rayjob"] == same["trainjob"]
     for b, ov in per_backend.items():
         assert f"{ckpt}{load_spec(CONFIGS[name], backend=b).checkpoint_path}" in ov
     spec = load_spec(CONFIGS[name])
@@ -95,6 +96,41 @@ def test_eval_overrides_compose_and_validate(name):
 def test_two_node_variant():
     spec = load_spec(CONFIGS["grpo-exp3"], ["resources.nodes=2"])
     overrides = verl_overrides(spec)
+    cfg = compose(overrides)
+    assert_every_override_applied(cfg, overrides)
+    validate(cfg)
+    assert runtime_problems(cfg) == []
+    assert (cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node) == (2, 2)
+
+
+def test_two_node_trainjob_entrypoint_command(tmp_path, capsys):
+    # What rank 0 of a 2-node TrainJob runs: the entrypoint's own --dry-run command line, from the pod's
+    # environment as Kubeflow Trainer v2.2 sets it (tests/trainjob_env.py), composed and validated by verl.
+    import shlex
+    import sys
+
+    import yaml
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from trainjob_env import trainjob_pod_env
+
+    from launcher.entrypoint.__main__ import VERL_COMMAND, main
+    from launcher.entrypoint.environment import ContainerProbe
+
+    config = tmp_path / "tj.yaml"
+    config.write_text(yaml.safe_dump({"base": str(CONFIGS["grpo-exp3"]), "backend": "trainjob",
+                                      "resources": {"nodes": 2}}))
+    spec = load_spec(config)
+    probe = ContainerProbe(cpus=16, memory_bytes=128 << 30, shm_bytes=16 << 30)
+    code = main(["--config", str(config), "--dry-run"], container_env=trainjob_pod_env(spec, 0, base={"PATH": "/usr/bin"}),
+                probe=probe, prepare=lambda *a, **k: pytest.fail("dry-run must not prepare data"))
+    assert code == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "# role: ray-head"
+    argv = shlex.split(lines[lines.index("# command") + 1])
+    assert argv[:len(VERL_COMMAND)] == VERL_COMMAND
+    overrides = argv[len(VERL_COMMAND):]
+    assert overrides == verl_overrides(spec)  # attached to the pods' Ray cluster: no ray_num_cpus
     cfg = compose(overrides)
     assert_every_override_applied(cfg, overrides)
     validate(cfg)

@@ -33,7 +33,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """CONFIG plus `--backend` and repeatable `--set KEY=VALUE`."""
     mark_completion(parser.add_argument("config", metavar="CONFIG",
                                         help="experiment config (YAML), e.g. configs/grpo-exp3.yaml"), "file")
-    parser.add_argument("--backend", choices=["pytorchjob", "rayjob"], help="override the config's backend")
+    parser.add_argument("--backend", choices=["pytorchjob", "rayjob", "trainjob"], help="override the config's backend")
     parser.add_argument(
         "--set",
         dest="sets",

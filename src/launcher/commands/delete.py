@@ -6,7 +6,7 @@ import argparse
 
 from launcher.commands._cluster import add_cluster_arguments
 
-HELP = "delete a run (job + its ConfigMap/PVC, found by label) and wait until its pods are gone"
+HELP = "delete a run (job + its ConfigMap/PVC and a TrainJob's TrainingRuntime, found by label) and wait until its pods are gone"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,12 +54,14 @@ def run(args: argparse.Namespace) -> int:
 def delete_run(kube, ref, *, propagation: str = "Foreground", keep_pvc: bool = False, on_deleted=print) -> None:
     """Delete the job, then the ConfigMap (and PVC) carrying this run's labels *and* part-of=grpo-launcher."""
     from launcher import labels as L
-    from launcher.kube import CONFIGMAP, PVC
+    from launcher.kube import CONFIGMAP, PVC, TRAININGRUNTIME
 
     kube.delete(ref.resource, ref.name, propagation=propagation)
     on_deleted(f"deleted {ref.resource.kind} {ref.name} (propagation {propagation})")
     selector = f"{L.instance_selector(ref.name)},{L.OWNED_SELECTOR}"
-    for res in [CONFIGMAP] + ([] if keep_pvc else [PVC]):
+    # A TrainJob's own TrainingRuntime (same name and labels); after the TrainJob, which refers to it.
+    extra = [TRAININGRUNTIME] if ref.backend == "trainjob" else []
+    for res in extra + [CONFIGMAP] + ([] if keep_pvc else [PVC]):
         for obj in kube.list(res, selector=selector):
             if kube.delete(res, obj["metadata"]["name"], propagation=propagation):
                 on_deleted(f"deleted {res.kind} {obj['metadata']['name']}")

@@ -111,7 +111,9 @@ def _submit(args, spec, name, objects) -> int:
         if attached:
             err(f"{res.kind} {name} already exists: a server dry run would create nothing")
             return 0
-        print(to_yaml([kube.create(o, dry_run=True) for o in objects]), end="")
+        from launcher.commands.submit import server_dry_run
+
+        print(to_yaml(server_dry_run(kube, objects, on_notice=err)), end="")
         return 0
     run_dir = RunDir.of(name, args.runs_dir).ensure()
     if attached:

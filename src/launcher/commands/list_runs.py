@@ -63,7 +63,7 @@ def _all_namespaces(kube, experiment: str | None) -> list:
 
     selector = L.OWNED_SELECTOR + (f",{L.EXPERIMENT_LABEL}={experiment}" if experiment else "")
     out = []
-    for backend in ("pytorchjob", "rayjob"):
+    for backend in J.BACKENDS:
         try:
             items = kube.list(JOB_RESOURCES[backend], selector=selector, all_namespaces=True)
         except ApiError as exc:

@@ -50,12 +50,27 @@ def run(args: argparse.Namespace) -> int:
         print(f"gitops: {gitops['line']}")
     for c in status.get("conditions") or []:
         print(f"  condition {c.get('type')}={c.get('status')}: {c.get('reason') or ''} {c.get('message') or ''}".rstrip())
+    if ref.backend == "trainjob":
+        for j in status.get("jobsStatus") or []:
+            print(f"  replicated Job {j.get('name')}: " + " ".join(
+                f"{k}={j.get(k, 0)}" for k in ("active", "ready", "succeeded", "failed", "suspended")))
+        js = _jobset(kube, ref)
+        if js is None:
+            print("jobset: none (not created yet, or deleted after it finished)")
+        elif js.get("forbidden"):
+            print(f"jobset {js['name']}: cannot get jobsets.jobset.x-k8s.io (forbidden): its conditions not shown")
+        else:
+            print(f"jobset {js['name']}: restarts={js['restarts']}"
+                  + (f" terminalState={js['terminalState']}" if js["terminalState"] else ""))
+            for c in js["conditions"]:
+                print(f"  condition {c.get('type')}={c.get('status')}: {c.get('reason') or ''} "
+                      f"{c.get('message') or ''}".rstrip())
     pods = J.job_pods(kube, ref)
     if pods:
         print(f"pods ({len(pods)}):")
     elif state.finished:
-        print("pods: none left (a failed PyTorchJob's pods are deleted by the training-operator; "
-              "`launcher logs` shows what a follower saved)")
+        print("pods: none left (a failed PyTorchJob's pods are deleted by the training-operator, a JobSet's with "
+              "its TTL; `launcher logs` shows what a follower saved)")
     else:
         print("pods: none yet")
     placement = _placement(kube, pods)
@@ -164,9 +179,32 @@ def _gitops(kube, ref) -> dict | None:
     return G.describe(kube, ref.obj) if G.flux_owner(ref.obj) else None
 
 
+def _jobset(kube, ref) -> dict | None:
+    """The JobSet Kubeflow Trainer made for a TrainJob (same name): its conditions and restarts; None when absent."""
+    from launcher.kube import JOBSET, ApiError
+
+    try:
+        obj = kube.get(JOBSET, ref.name)
+    except ApiError as exc:
+        if exc.status != 403:
+            raise
+        # an optional read (rbac.CALLS): the TrainJob carries the JobSet's final conditions
+        return {"name": ref.name, "forbidden": True, "restarts": None, "terminalState": "", "conditions": []}
+    if obj is None:
+        return None
+    st = obj.get("status") or {}
+    return {"name": obj["metadata"]["name"], "restarts": st.get("restarts") or 0,
+            "terminalState": st.get("terminalState") or "", "conditions": st.get("conditions") or []}
+
+
 def _events(kube, ref, pods: list[dict], last: int) -> list[dict]:
-    """The last `last` events of the job and its pods worth a user's attention, oldest first."""
+    """The last `last` events of the job and its pods worth a user's attention, oldest first (a TrainJob's
+    also those of its JobSet and the JobSet's Jobs, where scheduling and pod-creation failures show)."""
     names = {ref.name} | {p["metadata"]["name"] for p in pods}
+    if ref.backend == "trainjob":
+        names |= {o.get("name") for p in pods for o in (p.get("metadata") or {}).get("ownerReferences") or []
+                  if o.get("kind") == "Job"}
+        names.add(f"{ref.name}-node-0")
     events = kube.events_for(names)
     return [e for e in events if e.get("type") == "Warning" or e.get("reason") in INTERESTING][-last:] if last > 0 else []
 
@@ -187,6 +225,9 @@ def _emit(kube, ref, state, last_events: int, fmt: str, attempts: list[dict]) ->
         out["gitops"] = {k: v for k, v in gitops.items() if k not in ("line", "lines")}
     if ref.backend == "rayjob":
         out["ray"] = {k: status.get(k) for k in ("jobDeploymentStatus", "jobStatus", "rayClusterName")}
+    if ref.backend == "trainjob":
+        out["jobsStatus"] = status.get("jobsStatus") or []
+        out["jobSet"] = _jobset(kube, ref)
     pods = J.job_pods(kube, ref)
     placement = _placement(kube, pods)
     out["pods"] = [{

@@ -12,7 +12,7 @@ from launcher.commands._common import add_config_arguments
 HELP = "submit an experiment (same config twice attaches to the existing run)"
 DESCRIPTION = (
     "Validate CONFIG, check the cluster (operator CRD, namespace, GPU nodes, Kueue LocalQueue), then create the "
-    "ConfigMap/PVC and the PyTorchJob or RayJob. The job name carries the config hash, so submitting the same config "
+    "ConfigMap/PVC and the PyTorchJob, RayJob, or TrainingRuntime + TrainJob. The job name carries the config hash, so submitting the same config "
     "again attaches to the existing run; a different config under the same experiment name is refused unless --new. "
     "Writes runs/<job>/spec.yaml and manifests.yaml. --follow on a terminal shows a progress line and a table of "
     "the last steps' metrics; with --logs, or when stdout is not a terminal, it prints every raw log line with a "
@@ -23,6 +23,7 @@ TABLE_ROWS = 10  # steps the --follow table keeps on screen: enough to see a tre
 CRD_MISSING = {
     "pytorchjob": "Kubeflow Training Operator is not installed: no kubeflow.org/v1 PyTorchJob",
     "rayjob": "KubeRay is not installed: no ray.io/v1 RayJob",
+    "trainjob": "Kubeflow Trainer v2 is not installed: no trainer.kubeflow.org/v1alpha1 TrainJob and TrainingRuntime",
 }
 
 
@@ -112,7 +113,7 @@ def _submit(args, spec, objects, *, pinned_images=None, relaunched_from=None) ->
         if attached:
             err("server dry run: nothing would be created")
             return 0
-        print(to_yaml([kube.create(o, dry_run=True) for o in objects]), end="")
+        print(to_yaml(server_dry_run(kube, objects, on_notice=err)), end="")
         return 0
 
     run_dir = RunDir.of(name, args.runs_dir).ensure()
@@ -203,15 +204,28 @@ def _exit_for(state, err) -> int:
     return 1
 
 
+def backends_hint(served: list[str]) -> str:
+    """`; the cluster serves: rayjob (RayJob); use --backend rayjob`, or that it serves none of them."""
+    from launcher.kube import jobs as J
+
+    if not served:
+        kinds = ", ".join(k.kind for b in J.BACKENDS for k in J.BACKEND_KINDS[b][:1])
+        return f"; the cluster serves no backend's API ({kinds}); nothing was created"
+    listed = ", ".join(f"{b} ({J.BACKEND_KINDS[b][0].kind})" for b in served)
+    return f"; the cluster serves: {listed}; use --backend {served[0]}; nothing was created"
+
+
 def preflight(kube, spec) -> None:
     """Checks before anything is created: CRD, namespace, GPU nodes (warning), Kueue LocalQueue."""
     from launcher.commands._cluster import err
     from launcher.errors import ClusterError
-    from launcher.kube import JOB_RESOURCES, NAMESPACE, NODE, ApiError
+    from launcher.kube import NAMESPACE, NODE, ApiError
+    from launcher.kube import jobs as J
     from launcher.kube import kueue
 
-    if not kube.api_group_has(JOB_RESOURCES[spec.backend]):
-        raise ClusterError(CRD_MISSING[spec.backend])
+    served = J.served_backends(kube)
+    if spec.backend not in served:
+        raise ClusterError(CRD_MISSING[spec.backend] + backends_hint(served))
     ns = spec.scheduling.namespace
     try:
         if kube.get(NAMESPACE, ns) is None:
@@ -264,6 +278,33 @@ def _int(v) -> int:
         return int(str(v))
     except (TypeError, ValueError):
         return 0
+
+
+# Trainer v2.2's TrainJob webhook (`pkg/runtime/core/trainingruntime.go` ValidateObjects) reads the referenced
+# TrainingRuntime from the cluster; a dry run never stores the one it just validated.
+RUNTIME_NOT_CREATED = "specified trainingRuntime must be created before the TrainJob is created"
+
+
+def server_dry_run(kube, objects: list[dict], on_notice=lambda m: None) -> list[dict]:
+    """Each object as the API server would create it (dryRun=All), nothing stored.
+
+    A TrainJob whose TrainingRuntime is not in the cluster yet (a dry run does not store it) passes the API
+    server's schema and CEL validation, which run before validating webhooks, and is then refused by Trainer's
+    webhook for that reason alone: it is shown as rendered, with a notice saying so."""
+    from launcher.kube import ApiError
+
+    out = []
+    for obj in objects:
+        try:
+            out.append(kube.create(obj, dry_run=True))
+        except ApiError as exc:
+            if obj.get("kind") != "TrainJob" or RUNTIME_NOT_CREATED not in str(exc):
+                raise
+            on_notice(f"server dry run: TrainJob {obj['metadata']['name']} passed the API server's schema validation; "
+                      f"Kubeflow Trainer's webhook checks it only against a stored TrainingRuntime, which a dry run "
+                      "does not create: shown as rendered")
+            out.append(obj)
+    return out
 
 
 def create_all(kube, objects: list[dict], on_notice=lambda m: None) -> dict:

@@ -66,7 +66,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def detect_role(spec: ExperimentSpec, env: Mapping[str, str], *, lenient: bool = False) -> tuple[E.Role, R.Topology | None]:
-    """Role of this pod and, for a multi-node PyTorchJob, its topology.
+    """Role of this pod and, for a multi-node PyTorchJob or TrainJob, its topology.
 
     `lenient` (dry run, init container) does not require the operator's variables: a missing rank
     reads as 0 and a RayJob needs no RAY_ADDRESS.
@@ -145,7 +145,8 @@ def main(argv: Sequence[str] | None = None, *, container_env: Mapping[str, str] 
          grace_s: float | None = None) -> int:
     """Entry point; the keyword arguments are seams for tests (defaults: the real pod)."""
     args = parse_args(argv)
-    env = dict(os.environ if container_env is None else container_env)
+    # A TrainJob's pod has only Trainer v2's PET_* variables: the training-operator's names from them.
+    env = R.operator_env(os.environ if container_env is None else container_env)
     try:
         spec = load_spec(args.config)
         if args.model and args.mode != "eval":

@@ -1,10 +1,17 @@
-"""One Ray cluster across the pods of a multi-node PyTorchJob, and the exit status that ends it.
+"""One Ray cluster across the pods of a multi-node PyTorchJob or TrainJob, and the exit status that ends it.
 
 The training-operator (v1.9, `pkg/controller.v1/pytorch/envvar.go` and `master.go`) gives every
 container `MASTER_ADDR=<job>-master-0` (the master's headless Service), `MASTER_PORT`,
 `WORLD_SIZE` (replicas × nprocPerNode, our manifests use nprocPerNode=1), `RANK` (0 on the master,
 i+1 on `<job>-worker-<i>`), `PET_NPROC_PER_NODE`, `PET_NODE_RANK` (= RANK) and `PET_NNODES`
 (replicas; "min:max" only with an elasticPolicy, which these jobs never have).
+
+Kubeflow Trainer v2 (TrainJob, v2.2.0 `pkg/runtime/framework/plugins/torch/torch.go`) sets only the
+`PET_*` variables, on the container named `node`: `PET_NNODES` (numNodes), `PET_NPROC_PER_NODE`
+(the TrainJob's numProcPerNode, 1 here), `PET_NODE_RANK` (a fieldRef to the Indexed Job's
+`batch.kubernetes.io/job-completion-index` annotation), `PET_MASTER_ADDR=<job>-node-0-0.<job>` (the
+rank-0 pod's hostname under the JobSet's headless Service) and `PET_MASTER_PORT=29500`.
+`operator_env` fills in the training-operator's names from them, so both backends take one path.
 
 Rank 0 (role `ray-head`) runs `ray start --head --block`, waits until every pod's raylet has joined
 with its GPUs, then runs verl attached to that cluster (`RAY_ADDRESS`, no `ray_num_cpus`). Ranks
@@ -67,14 +74,50 @@ class Topology:
     def is_head(self) -> bool:
         return self.rank == 0
 
+    trainjob: bool = False
+
     def pod_name(self, rank: int) -> str:
-        """The operator's pod name for `rank`: `<job>-master-0`, `<job>-worker-<rank-1>`."""
+        """The operator's name for `rank`'s pod: `<job>-master-0`, `<job>-worker-<rank-1>`; on a TrainJob the
+        pod's hostname `<job>-node-0-<rank>` (its pod name adds a random suffix)."""
+        if self.trainjob:
+            return f"{self.job_name}-{TRAINJOB_NODE}-0-{rank}"
         return f"{self.job_name}-master-0" if rank == 0 else f"{self.job_name}-worker-{rank - 1}"
+
+
+# Trainer v2's replicated Job of the trainer nodes (constants.Node) and its default port
+# (constants.ContainerTrainerPort): PET_MASTER_ADDR is `<job>-node-0-0.<job>`.
+TRAINJOB_NODE = "node"
+TRAINJOB_MASTER_PORT = "29500"
+
+
+def is_trainjob_env(env: Mapping[str, str]) -> bool:
+    """Trainer v2's PET_MASTER_ADDR (the training-operator v1.9 never sets it): this pod belongs to a TrainJob."""
+    return bool(env.get("PET_MASTER_ADDR"))
+
+
+def operator_env(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` with MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE filled in from Trainer v2's PET_* where only those are set.
+
+    WORLD_SIZE is the pod count, as the training-operator's with nprocPerNode 1 (one process per pod, the
+    entrypoint); a variable already set is never changed."""
+    out = dict(env)
+    if not is_trainjob_env(env):
+        return out
+    for target, source in (("MASTER_ADDR", "PET_MASTER_ADDR"), ("MASTER_PORT", "PET_MASTER_PORT"),
+                           ("RANK", "PET_NODE_RANK"), ("WORLD_SIZE", "PET_NNODES")):
+        if not out.get(target) and env.get(source):
+            out[target] = env[source]
+    return out
 
 
 def _job_from(name: str | None) -> str | None:
     if not name:
         return None
+    host = name.split(".", 1)[0]
+    marker = f"-{TRAINJOB_NODE}-0-"  # a TrainJob pod's hostname (PET_MASTER_ADDR's first label)
+    head, sep, tail = host.rpartition(marker)
+    if sep and head and tail.isdigit():
+        return head
     for marker in ("-master-", "-worker-"):
         head, sep, tail = name.rpartition(marker)
         if sep and head and tail.isdigit():
@@ -100,8 +143,8 @@ def topology_from_env(env: Mapping[str, str], *, nodes: int, job_name: str, defa
     if found is None:
         if default_rank is None:
             raise BadInput(
-                f"resources.nodes={nodes} needs the training-operator's PET_NODE_RANK/RANK in the environment; "
-                "neither is set (is this running inside a PyTorchJob pod?)"
+                f"resources.nodes={nodes} needs the operator's PET_NODE_RANK/RANK in the environment; "
+                "neither is set (is this running inside a PyTorchJob or TrainJob pod?)"
             )
         rank = default_rank
     else:
@@ -111,11 +154,13 @@ def topology_from_env(env: Mapping[str, str], *, nodes: int, job_name: str, defa
         raise BadInput(f"{count[0]}={count[1]} but the spec has resources.nodes={nodes}; the pod and its config disagree")
     if not 0 <= rank < nodes:
         raise BadInput(f"rank {rank}: expected 0..{nodes - 1} for resources.nodes={nodes}")
-    master = env.get("MASTER_ADDR") or ""
+    trainjob = is_trainjob_env(env)
+    master = env.get("PET_MASTER_ADDR") or env.get("MASTER_ADDR") or ""
     if rank > 0 and not master:
-        raise BadInput("MASTER_ADDR is not set; a Ray worker needs the master's address (set by the training-operator)")
-    job = _job_from(master) or _job_from(env.get("POD_NAME")) or job_name
-    return Topology(rank=rank, nnodes=nodes, master_addr=master or "127.0.0.1", job_name=job)
+        raise BadInput("MASTER_ADDR (PyTorchJob) or PET_MASTER_ADDR (TrainJob) is not set; a Ray worker needs the "
+                       "master's address (set by the training-operator or Kubeflow Trainer)")
+    job = _job_from(master) or (None if trainjob else _job_from(env.get("POD_NAME"))) or job_name
+    return Topology(rank=rank, nnodes=nodes, master_addr=master or "127.0.0.1", job_name=job, trainjob=trainjob)
 
 
 # --------------------------------------------------------------------------------------------------

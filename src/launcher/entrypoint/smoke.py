@@ -407,7 +407,7 @@ def _memory(spec: ExperimentSpec, report: Report, allocate) -> object:
 def run_driver(spec: ExperimentSpec, env: Mapping[str, str], role: str, report: Report, *, cpus: int) -> int:
     """single-node, ray-head and ray-job-driver: everything, and the metric lines."""
     group: Any = None
-    if spec.backend == "pytorchjob":
+    if spec.backend in ("pytorchjob", "trainjob"):
         group = join_pytorchjob_group(spec, env, report)
     report.add(check_verl_config(spec, verl_overrides(spec, ray_num_cpus=cpus if role == "single-node" else None)))
     ray_part = RayPart(spec, report)
@@ -466,7 +466,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LauncherError as exc:
         print(f"{PREFIX} error: {exc}", file=sys.stderr, flush=True)
         return exc.exit_code
-    env = dict(os.environ)
+    env = R.operator_env(os.environ)  # a TrainJob's PET_* as the training-operator's names
     cpus = E.probe_container().cpus
     res = spec.resources
     say(f"{PREFIX} start role={args.role} backend={spec.backend} nodes={res.nodes} gpus_per_node={res.gpus_per_node} "

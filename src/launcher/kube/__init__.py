@@ -10,12 +10,15 @@ from launcher.kube.client import (
     CONFIGMAP,
     EVENT,
     JOB_RESOURCES,
+    JOBSET,
     NAMESPACE,
     NODE,
     POD,
     PVC,
     PYTORCHJOB,
     RAYJOB,
+    TRAININGRUNTIME,
+    TRAINJOB,
     ApiError,
     ClusterTimeout,
     ClusterUnreachable,
@@ -27,7 +30,7 @@ from launcher.kube.client import (
 )
 
 __all__ = [
-    "BATCH_JOB", "CONFIGMAP", "EVENT", "JOB_RESOURCES", "NAMESPACE", "NODE", "POD", "PVC",
-    "PYTORCHJOB", "RAYJOB", "ApiError", "ClusterTimeout", "ClusterUnreachable", "Kube", "Resource", "WatchExpired",
+    "BATCH_JOB", "CONFIGMAP", "EVENT", "JOB_RESOURCES", "JOBSET", "NAMESPACE", "NODE", "POD", "PVC",
+    "PYTORCHJOB", "RAYJOB", "TRAININGRUNTIME", "TRAINJOB", "ApiError", "ClusterTimeout", "ClusterUnreachable", "Kube", "Resource", "WatchExpired",
     "WatchStream", "resource_of",
 ]

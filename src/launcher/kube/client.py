@@ -64,6 +64,9 @@ class Resource:
 
 PYTORCHJOB = Resource("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs")
 RAYJOB = Resource("RayJob", "ray.io", "v1", "rayjobs")
+TRAINJOB = Resource("TrainJob", "trainer.kubeflow.org", "v1alpha1", "trainjobs")
+TRAININGRUNTIME = Resource("TrainingRuntime", "trainer.kubeflow.org", "v1alpha1", "trainingruntimes")
+JOBSET = Resource("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets")
 CONFIGMAP = Resource("ConfigMap", "", "v1", "configmaps")
 PVC = Resource("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims")
 POD = Resource("Pod", "", "v1", "pods")
@@ -73,10 +76,10 @@ NAMESPACE = Resource("Namespace", "", "v1", "namespaces", namespaced=False)
 BATCH_JOB = Resource("Job", "batch", "v1", "jobs")
 
 KINDS: dict[tuple[str, str], Resource] = {
-    (r.api_version, r.kind): r for r in (PYTORCHJOB, RAYJOB, CONFIGMAP, PVC, POD, EVENT, NODE, NAMESPACE,
-                                          BATCH_JOB)
+    (r.api_version, r.kind): r for r in (PYTORCHJOB, RAYJOB, TRAINJOB, TRAININGRUNTIME, JOBSET, CONFIGMAP, PVC, POD,
+                                          EVENT, NODE, NAMESPACE, BATCH_JOB)
 }
-JOB_RESOURCES = {"pytorchjob": PYTORCHJOB, "rayjob": RAYJOB}
+JOB_RESOURCES = {"pytorchjob": PYTORCHJOB, "rayjob": RAYJOB, "trainjob": TRAINJOB}
 
 
 def resource_of(obj: dict) -> Resource:

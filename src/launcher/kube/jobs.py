@@ -2,7 +2,9 @@
 
 Pure functions over the dicts the API returns, plus two lookups through `Kube` (`find_run`,
 `job_pods`). PyTorchJob state comes from its conditions; RayJob state from `jobDeploymentStatus` and
-`jobStatus` (the submitter's exit code can lie: kuberay#3211).
+`jobStatus` (the submitter's exit code can lie: kuberay#3211); TrainJob state (Kubeflow Trainer v2.2) from
+its conditions Complete/Failed/Suspended (the JobSet's Completed/Failed copied over by Trainer's JobSet
+plugin) and its `jobsStatus` counts.
 """
 
 from __future__ import annotations
@@ -12,20 +14,28 @@ from dataclasses import dataclass, field
 
 from launcher import labels as L
 from launcher.errors import BadInput
-from launcher.kube.client import JOB_RESOURCES, POD, Kube
+from launcher.kube.client import JOB_RESOURCES, POD, RAYJOB, PYTORCHJOB, TRAININGRUNTIME, TRAINJOB, Kube
+
+BACKENDS = tuple(JOB_RESOURCES)  # every backend's job kind: lookups, list and the watch cover them all
+# The kinds a backend's submit creates (a TrainJob also its own TrainingRuntime): what must be served.
+BACKEND_KINDS = {"pytorchjob": (PYTORCHJOB,), "rayjob": (RAYJOB,), "trainjob": (TRAINJOB, TRAININGRUNTIME)}
 
 # Labels the Job controller puts on a Job's pods; the RayJob submitter Job is named like the RayJob.
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 RAY_CLUSTER_LABEL = "ray.io/cluster"
 # Containers whose log carries the training output, per pod kind (first match wins).
-MAIN_CONTAINERS = ("pytorch", "ray-head", "ray-job-submitter", "ray-worker")
+MAIN_CONTAINERS = ("pytorch", "node", "ray-head", "ray-job-submitter", "ray-worker")
+# What JobSet v0.11 puts on a TrainJob's pods (api/jobset/v1alpha2/jobset_types.go); the JobSet is named
+# like the TrainJob. The pod's node rank is its Indexed Job's completion index.
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 
 @dataclass(frozen=True)
 class JobRef:
     """A run: backend, name and the job object as last read."""
 
-    backend: str  # "pytorchjob" | "rayjob"
+    backend: str  # "pytorchjob" | "rayjob" | "trainjob"
     name: str
     obj: dict
 
@@ -90,6 +100,8 @@ def job_state(backend: str, obj: dict | None) -> JobState:
         if dep == "Running":
             return JobState("Running", False, False, reason)
         return JobState("Pending", False, False, reason or (dep or "not started"))
+    if backend == "trainjob":
+        return _trainjob_state(obj, held)
     conds = [c for c in status.get("conditions") or [] if c.get("status") == "True"]
     by_type = {c.get("type"): c for c in conds}
     for kind, ok in (("Succeeded", True), ("Failed", False)):
@@ -104,11 +116,43 @@ def job_state(backend: str, obj: dict | None) -> JobState:
     return JobState("Pending", False, False, _cond_text(by_type.get("Created", {})), conds)
 
 
+def _trainjob_state(obj: dict, held) -> JobState:
+    """A TrainJob's conditions (trainer v2.2 `trainjob_types.go`): Complete, Failed (reasons such as
+    DeadlineExceeded, TrainingRuntimeNotSupported, or the JobSet's FailedJobs) and Suspended. v2.2 has no
+    Running condition: the JobSet's replicated-Job counts (`status.jobsStatus`) say whether pods run."""
+    status = obj.get("status") or {}
+    conds = [c for c in status.get("conditions") or [] if c.get("status") == "True"]
+    by_type = {c.get("type"): c for c in conds}
+    if "Complete" in by_type:
+        return JobState("Succeeded", True, True, _cond_text(by_type["Complete"]), conds)
+    if "Failed" in by_type:
+        return JobState("Failed", True, False, _cond_text(by_type["Failed"]), conds)
+    if (obj.get("spec") or {}).get("suspend") or "Suspended" in by_type:
+        return held(_cond_text(by_type.get("Suspended", {})), conds)
+    jobs = status.get("jobsStatus") or []
+    count = {k: sum(j.get(k) or 0 for j in jobs) for k in ("ready", "active", "failed")}
+    if count["failed"]:  # a failed Job the JobSet recreates with the others (failurePolicy.maxRestarts)
+        return JobState("Restarting", False, False, f"{count['failed']} Job(s) failed; the JobSet restarts them",
+                        conds)
+    # `ready`: Jobs whose pods are all ready or done; `active`: Jobs with a pod running or still pending
+    if count["ready"]:
+        return JobState("Running", False, False, f"{count['ready']} Job(s) ready", conds)
+    if count["active"]:
+        return JobState("Pending", False, False, "the JobSet's pods are starting", conds)
+    return JobState("Pending", False, False, "waiting for the JobSet's Jobs" if jobs else "JobSet not created yet",
+                    conds)
+
+
 def _cond_text(c: dict) -> str:
     return " ".join(x for x in (c.get("reason") or "", c.get("message") or "") if x)
 
 
-def find_run(kube: Kube, name: str, backends=("pytorchjob", "rayjob")) -> JobRef:
+def served_backends(kube: Kube) -> list[str]:
+    """The backends whose kinds the cluster serves (API discovery, one request per group/version)."""
+    return [b for b, kinds in BACKEND_KINDS.items() if all(kube.api_group_has(k) for k in kinds)]
+
+
+def find_run(kube: Kube, name: str, backends=BACKENDS) -> JobRef:
     """NAME is a job name, or an experiment name meaning its newest run (BadInput when neither)."""
     for backend in backends:
         obj = kube.get(JOB_RESOURCES[backend], name)
@@ -124,7 +168,7 @@ def find_run(kube: Kube, name: str, backends=("pytorchjob", "rayjob")) -> JobRef
                    f"with label {L.EXPERIMENT_LABEL}={name})")
 
 
-def list_runs(kube: Kube, experiment: str | None = None, backends=("pytorchjob", "rayjob")) -> list[JobRef]:
+def list_runs(kube: Kube, experiment: str | None = None, backends=BACKENDS) -> list[JobRef]:
     """The launcher's jobs in the namespace (optionally of one experiment). Skips a backend whose CRD is absent."""
     from launcher.kube.client import ApiError
 

@@ -1,0 +1,237 @@
+"""Backend trainjob (Kubeflow Trainer v2.2 on JobSet v0.11): rendering, state, status, delete.
+
+Rendering is checked against the TrainJob/TrainingRuntime CRDs of the trainer/v2 module (tests/crd_schema.py)
+and against what Trainer's own code requires (its TrainingRuntime webhook, its torch plugin); the kube layer
+against a fake (tests/kube_fakes.py). tests/e2e/test_trainjob_dryrun_e2e.py sends the same objects to the real
+API server with the real Trainer and JobSet webhooks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crd_schema import schema_errors
+from kube_fakes import FakeKube, pod
+from launcher import labels as L
+from launcher.config import load_spec
+from launcher.kube import jobs as J
+from launcher.render import render
+
+EXP3 = Path(__file__).resolve().parents[1] / "configs" / "grpo-exp3.yaml"
+TWO = ["resources.nodes=2"]
+
+
+def _objects(*sets: str) -> list[dict]:
+    objects = render(load_spec(EXP3, list(sets), "trainjob"))
+    for obj in objects:
+        assert schema_errors(obj) == [], obj["kind"]
+    return objects
+
+
+def _rjob(runtime: dict) -> dict:
+    (rjob,) = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    return rjob
+
+
+# --------------------------------------------------------------------------------------------------
+# render
+
+
+def test_render_order_and_names():
+    objects = _objects(*TWO)
+    assert [o["kind"] for o in objects] == ["ConfigMap", "TrainingRuntime", "TrainJob"]
+    cm, runtime, job = objects
+    name = job["metadata"]["name"]
+    assert runtime["metadata"]["name"] == name and runtime["apiVersion"] == job["apiVersion"] == \
+        "trainer.kubeflow.org/v1alpha1"
+    assert job["spec"]["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime", "name": name}
+    assert job["spec"]["trainer"] == {"numNodes": 2, "numProcPerNode": 1}
+    assert runtime["spec"]["mlPolicy"] == {"numNodes": 2, "torch": {}}
+    # both carry the run's selector labels, so delete and `helm uninstall` find them
+    for obj in (runtime, job, cm):
+        assert obj["metadata"]["labels"][L.INSTANCE_LABEL] == name
+        assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == L.PART_OF
+
+
+def test_runtime_is_what_trainers_webhook_and_torch_plugin_require():
+    # pkg/webhooks/trainingruntime_webhook.go: an ancestor-labelled replicated Job has replicas 1 and a
+    # container named for its ancestor (trainer → "node"); the torch plugin injects PET_* only into that one.
+    rjob = _rjob(_objects(*TWO)[1])
+    assert rjob["name"] == "node" and rjob["replicas"] == 1
+    assert rjob["template"]["metadata"]["labels"] == {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+    containers = rjob["template"]["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["node"]
+
+
+def test_same_pod_as_the_pytorchjob_master():
+    spec_tj = load_spec(EXP3, TWO, "trainjob")
+    spec_pt = load_spec(EXP3, TWO, "pytorchjob")
+    pod_tj = _rjob(render(spec_tj)[1])["template"]["spec"]["template"]
+    master = render(spec_pt)[-1]["spec"]["pytorchReplicaSpecs"]["Master"]["template"]
+    name_tj, name_pt = spec_tj.job_name, spec_pt.job_name
+
+    def normal(t: dict, name: str, container: str) -> str:
+        import json
+
+        text = json.dumps(t, sort_keys=True).replace(name, "JOB").replace(name.rsplit("-", 1)[1], "HASH")
+        text = text.replace(f'"name": "{container}"', '"name": "C"')
+        return text.replace('"restartPolicy": "OnFailure"', '"restartPolicy": "Never"')
+
+    # same security, volumes, /dev/shm, init container, env (secrets by reference), labels, affinity
+    assert normal(pod_tj, name_tj, "node") == normal(master, name_pt, "pytorch")
+    spec = pod_tj["spec"]
+    assert spec["restartPolicy"] == "Never"
+    assert spec["initContainers"][0]["name"] == "prepare-data"
+    assert any(v["name"] == "dshm" and v["emptyDir"]["medium"] == "Memory" for v in spec["volumes"])
+    assert spec["containers"][0]["command"][:2] == ["/usr/bin/tini", "--"]
+    anti = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert anti["labelSelector"]["matchLabels"] == {L.INSTANCE_LABEL: name_tj, L.ROLE_LABEL: "gpu"}
+
+
+def test_run_policy_maps_onto_jobset_and_trainjob_fields():
+    runtime, job = _objects("run_policy.backoff_limit=3", "run_policy.active_deadline_seconds=3600",
+                            "run_policy.ttl_seconds_after_finished=600")[1:]
+    js = runtime["spec"]["template"]["spec"]
+    assert js["failurePolicy"] == {"maxRestarts": 3}  # whole-gang restarts
+    assert js["ttlSecondsAfterFinished"] == 600
+    assert _rjob(runtime)["template"]["spec"]["backoffLimit"] == 0  # a failed pod fails its Job at once
+    assert job["spec"]["activeDeadlineSeconds"] == 3600
+    gitops = render(load_spec(EXP3, ["run_policy.ttl_seconds_after_finished=600"], "trainjob"), gitops=True)
+    assert "ttlSecondsAfterFinished" not in gitops[1]["spec"]["template"]["spec"]
+
+
+def test_kueue_queue_suspends_the_trainjob_and_labels_it_not_the_runtime():
+    runtime, job = _objects(*TWO, "scheduling.queue=team-a")[1:]
+    assert job["spec"]["suspend"] is True
+    assert job["metadata"]["labels"][L.KUEUE_QUEUE_LABEL] == "team-a"
+    assert L.KUEUE_QUEUE_LABEL not in runtime["metadata"]["labels"]
+    assert "suspend" not in _objects(*TWO)[2]["spec"]
+
+
+def test_crd_schema_is_strict_for_these_kinds():
+    # the validator refuses what Trainer v2.2 removed or never had: a schema that let anything through would pass
+    runtime, job = _objects()[1:]
+    bad = {**job, "spec": {**job["spec"], "podTemplateOverrides": []}}  # gone in v2.2 (runtimePatches)
+    assert any("podTemplateOverrides" in e for e in schema_errors(bad))
+    bad_rt = {**runtime, "spec": {**runtime["spec"], "mlPolicy": {"numNodes": 1, "torch": {"numProcPerNode": 1}}}}
+    assert any("numProcPerNode" in e for e in schema_errors(bad_rt))  # the torch policy has no fields in v2.2
+
+
+# --------------------------------------------------------------------------------------------------
+# state
+
+
+def _tj(conditions=(), jobs=None, suspend=False, queue=None) -> dict:
+    labels = {"app.kubernetes.io/part-of": "grpo-launcher", "grpo.launcher.io/experiment": "exp",
+              "app.kubernetes.io/instance": "exp-abcdef12"}
+    if queue:
+        labels[L.KUEUE_QUEUE_LABEL] = queue
+    status = {"conditions": [{"type": t, "status": s, "reason": r, "message": m} for t, s, r, m in conditions]}
+    if jobs is not None:
+        status["jobsStatus"] = jobs
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": "exp-abcdef12", "labels": labels, "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"suspend": suspend}, "status": status}
+
+
+def _counts(**kw) -> list[dict]:
+    return [{"name": "node", **{k: kw.get(k, 0) for k in ("ready", "succeeded", "failed", "active", "suspended")}}]
+
+
+def test_trainjob_states_from_conditions_and_job_counts():
+    assert J.job_state("trainjob", _tj()).phase == "Pending"
+    assert J.job_state("trainjob", _tj(jobs=_counts(active=1))).phase == "Pending"  # pods still starting
+    assert J.job_state("trainjob", _tj(jobs=_counts(active=1, ready=1))).phase == "Running"
+    assert J.job_state("trainjob", _tj(jobs=_counts(failed=1))).phase == "Restarting"
+    ok = J.job_state("trainjob", _tj((("Complete", "True", "AllJobsCompleted", "jobset completed successfully"),)))
+    assert (ok.phase, ok.finished, ok.succeeded) == ("Succeeded", True, True)
+    bad = J.job_state("trainjob", _tj((("Failed", "True", "FailedJobs", "jobset failed: node-0 failed"),),
+                                      jobs=_counts(failed=1)))
+    assert (bad.phase, bad.finished, bad.succeeded) == ("Failed", True, False)
+    assert bad.reason == "FailedJobs jobset failed: node-0 failed"
+    late = J.job_state("trainjob", _tj((("Failed", "True", "DeadlineExceeded", "TrainJob exceeded its deadline"),)))
+    assert late.phase == "Failed" and "DeadlineExceeded" in late.reason
+    # a False condition is no verdict
+    assert not J.job_state("trainjob", _tj((("Complete", "False", "", ""),))).finished
+
+
+def test_suspended_trainjob_with_a_queue_is_queued():
+    q = J.job_state("trainjob", _tj((("Suspended", "True", "Suspended", "TrainJob is suspended"),), suspend=True,
+                                    queue="team-a"))
+    assert q.phase == "Queued" and not q.finished
+    assert J.job_state("trainjob", _tj(suspend=True)).phase == "Suspended"
+
+
+def test_trainjob_pods_are_found_by_label_and_main_container_is_node():
+    fk = FakeKube()
+    job = "exp-abcdef12"
+    p = pod(f"{job}-node-0-1-x7k2p", job, container="node")
+    fk.put(p)
+    fk.put(pod("other-node-0-0-abcde", "other", container="node"))
+    ref = J.JobRef("trainjob", job, _tj())
+    assert [q["metadata"]["name"] for q in J.job_pods(fk, ref)] == [f"{job}-node-0-1-x7k2p"]
+    assert J.main_container(p) == "node"
+    assert J.short_name(p, job) == "node-0-1-x7k2p"
+
+
+def test_find_run_and_list_cover_trainjobs():
+    fk = FakeKube()
+    fk.put(_tj())
+    ref = J.find_run(fk, "exp-abcdef12")
+    assert ref.backend == "trainjob" and ref.resource.kind == "TrainJob"
+    assert J.find_run(fk, "exp").name == "exp-abcdef12"  # by experiment
+    assert [r.backend for r in J.list_runs(fk)] == ["trainjob"]
+
+
+# --------------------------------------------------------------------------------------------------
+# status and delete
+
+
+def test_status_shows_trainjob_and_jobset_conditions_and_pod_reasons(monkeypatch, capsys):
+    from launcher.cli import main
+    from launcher.commands import _cluster
+
+    fk = FakeKube()
+    fk.events_for = lambda names: []
+    job = "exp-abcdef12"
+    fk.put(_tj((("Failed", "True", "FailedJobs", "jobset failed: job exp-abcdef12-node-0 failed"),),
+               jobs=_counts(failed=1)))
+    fk.put({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": job},
+            "status": {"restarts": 2, "terminalState": "Failed", "conditions": [
+                {"type": "Failed", "status": "True", "reason": "FailedJobs", "message": "jobset failed"}]}})
+    p = pod(f"{job}-node-0-0-x7k2p", job, phase="Failed", container="node", state="terminated")
+    p["status"]["containerStatuses"][0]["state"]["terminated"] = {"exitCode": 3, "reason": "Error"}
+    fk.put(p)
+    monkeypatch.setattr(_cluster, "connect", lambda args, namespace=None: fk)
+    assert main(["status", job]) == 0
+    out = capsys.readouterr().out
+    assert f"TrainJob {job}" in out
+    assert "state: Failed (FailedJobs jobset failed: job exp-abcdef12-node-0 failed)" in out
+    assert "replicated Job node: active=0 ready=0 succeeded=0 failed=1 suspended=0" in out
+    assert f"jobset {job}: restarts=2 terminalState=Failed" in out
+    assert "condition Failed=True: FailedJobs jobset failed" in out
+    assert "! container node exited 3 (Error)" in out
+
+
+def test_delete_removes_the_trainjob_its_runtime_and_configmap(monkeypatch, capsys):
+    from launcher.commands.delete import delete_run
+
+    fk = FakeKube()
+    job = "exp-abcdef12"
+    fk.put(_tj())
+    labels = {"app.kubernetes.io/name": "verl-grpo", "app.kubernetes.io/instance": job,
+              "app.kubernetes.io/part-of": "grpo-launcher"}
+    fk.put({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainingRuntime",
+            "metadata": {"name": job, "labels": labels}})
+    fk.put({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{job}-spec", "labels": labels}})
+    said = []
+    delete_run(fk, J.find_run(fk, job), on_deleted=said.append)
+    assert fk.objects == {}
+    assert said[:2] == [f"deleted TrainJob {job} (propagation Foreground)", f"deleted TrainingRuntime {job}"]
+
+
+@pytest.mark.parametrize("backend", ["pytorchjob", "rayjob"])
+def test_other_backends_render_no_runtime(backend):
+    assert "TrainingRuntime" not in [o["kind"] for o in render(load_spec(EXP3, [], backend))]
