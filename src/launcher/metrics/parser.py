@@ -43,7 +43,6 @@ import re
 from dataclasses import dataclass, field, fields
 from itertools import chain, repeat
 
-import numpy as np
 import orjson
 
 # Longest physical line we keep. A full exp3 training line is ~3.3 KB; validation over many data
@@ -283,7 +282,7 @@ def _items_one(rest: str) -> dict[str, int | float | bool] | None:
 # The byte-pair checks (`e`+digit, `:`+`t`/`f`) run as numpy comparisons over the whole batch: a regex over the
 # batch costs about as much as the JSON decoding. tests/test_metrics_parser.py checks batches against `_items`
 # line by line on generated lines.
-_BATCH = 64  # lines per orjson.loads: the array text (~160 KB of verl lines) stays in the CPU's cache
+_BATCH = 64  # lines per orjson.loads (~160 KB of verl text; a whole 1 MiB read as one text was slower)
 _MIN_BATCH = 4  # fewer lines (a follower's one line at a time): the per-line path, without numpy's call costs
 _NP_BATCH = re.compile(
     rb"np\.(?:float(?:16|32|64|128)?|longdouble|u?int(?:8|16|32|64)?|longlong|intc|intp)\((?=[-0-9.e+]+\))"
@@ -305,6 +304,8 @@ def _items_batch(rests: list[str]) -> list[dict[str, int | float]] | None:
         return None
     if heads:
         body = body.replace(b")", b"\t")
+    import numpy as np  # (on first use: importing launcher.metrics, or a short follow, does not load numpy)
+
     a = np.frombuffer(body, np.uint8)
     x, y = a[:-1], a[1:]
     # e+digit (uint8 wraps below "0"); ":" + "t"/"f" (`| 18` also maps "d" and "v" there: declining more is safe)
