@@ -34,6 +34,10 @@ are `float` (including nan/inf), booleans `bool`. Keys are verl's, unchanged.
 
 Memory is bounded: `LineSplitter` never holds more than one pending line of at most
 `max_line_bytes` plus the chunk being fed; longer lines are dropped and counted as truncated.
+
+Speed: `LogParser` reads the step lines of a fed chunk 64 at a time with one `orjson.loads` (`_items_batch`),
+falling back line by line (`_items_fast`, then the per-item reference `_items`) wherever the batch could read
+differently; `parse_line` is the per-line path. Both give the same records.
 """
 
 from __future__ import annotations
