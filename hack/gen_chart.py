@@ -437,6 +437,19 @@ def _spec_builder(model: type[BaseModel], src: str, prefix: str, pre: list[str],
     return "(dict " + " ".join(parts) + ")"
 
 
+def job_kinds() -> dict[str, dict[str, str]]:
+    """backend -> apiVersion and kind of the job `launcher render` makes for it (its last object).
+
+    Taken from a render of the default config with each backend, so a backend the spec gains gets its
+    job kind here (NOTES, the upgrade guard and `helm test` name the job by it) without a hand-kept table.
+    """
+    kinds = {}
+    for backend in S.BACKENDS:
+        job = R.render(load_spec(DEFAULT_CONFIG, backend=backend))[-1]
+        kinds[backend] = {"apiVersion": job["apiVersion"], "kind": job["kind"]}
+    return kinds
+
+
 def constants() -> dict:
     """Launcher constants the chart templates need, taken from the launcher modules."""
     return {
@@ -446,6 +459,8 @@ def constants() -> dict:
         "experimentLabel": L.EXPERIMENT_LABEL,
         "hashLabel": L.HASH_LABEL,
         "queueLabel": L.KUEUE_QUEUE_LABEL,
+        # render leaves Kueue's labels off a TrainingRuntime (Kueue admits the TrainJob)
+        "kueueLabelPrefix": L.KUEUE_QUEUE_LABEL.split("/")[0] + "/",
         "instanceLabel": L.INSTANCE_LABEL,
         "componentLabel": L.COMPONENT_LABEL,
         "roleLabel": L.ROLE_LABEL,
@@ -468,6 +483,10 @@ def constants() -> dict:
         "entrypoint": R.ENTRYPOINT,
         "podCommand": R.POD_COMMAND,
         "entrypointShell": " ".join(R.ENTRYPOINT),
+        "jobKinds": job_kinds(),
+        # backend trainjob (spec._trainjob_problems): the TrainJob name's pattern, JobSet's name limit
+        "trainjobNamePattern": S.TRAINJOB_NAME_PATTERN,
+        "dnsLabelMax": 63,
         # env: may not override these (spec.RESERVED_ENV, spec.RESERVED_ENV_PREFIX)
         "reservedEnv": sorted(S.RESERVED_ENV),
         "reservedEnvPrefix": S.RESERVED_ENV_PREFIX,
@@ -518,17 +537,19 @@ def generated_tpl() -> str:
 
 
 def chart_yaml() -> str:
+    kinds = [k["kind"] for k in job_kinds().values()]
+    jobs = ", ".join(kinds[:-1]) + " or " + kinds[-1] if len(kinds) > 1 else kinds[0]
     return (
         HEADER
         + "apiVersion: v2\n"
         + f"name: {CHART_NAME}\n"
-        + "description: verl GRPO experiment grpo-exp3 (Kubeflow PyTorchJob or KubeRay RayJob); a second renderer of "
+        + f"description: verl GRPO experiment grpo-exp3 ({jobs}); a second renderer of "
         "the grpo-launcher experiment spec, kept in lockstep by tests/test_chart_parity.py.\n"
         + "type: application\n"
         + f"version: {__version__}\n"
         + f'appVersion: "{__version__}"\n'
         + "kubeVersion: \">=1.27.0-0\"\n"
-        + "keywords: [verl, grpo, pytorchjob, rayjob]\n"
+        + f"keywords: [verl, grpo, {', '.join(S.BACKENDS)}]\n"
         + f"home: {PROJECT_URL}\n"
         + "sources:\n"
         + f"  - {PROJECT_URL}\n"

@@ -9,6 +9,8 @@ CHART_LINT_MATRIX := \
   "--set backend=rayjob" \
   "--set resources.nodes=2" \
   "--set backend=rayjob --set resources.nodes=2" \
+  "--set backend=trainjob" \
+  "--set backend=trainjob --set resources.nodes=2 --set scheduling.queue=team-a --set run_policy.ttl_seconds_after_finished=3600" \
   "--set scheduling.queue=team-a" \
   "--set storage.create=true --set storage.claim_name=grpo-data --set storage.access_mode=ReadWriteMany --set resources.nodes=2" \
   "--set scheduling.tolerations[0].key=nvidia.com/gpu --set scheduling.tolerations[0].operator=Exists --set scheduling.tolerations[0].effect=NoSchedule" \

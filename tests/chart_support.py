@@ -34,16 +34,30 @@ def require_helm() -> str:
         pytest.fail(str(exc))
 
 
-def helm_objects(*args: str, namespace: str = "default", tests: bool = False) -> list[dict]:
+def helm_objects(*args: str, namespace: str = "default", tests: bool = False, flatten: bool = True) -> list[dict]:
     """`helm template` of the chart with extra args, parsed (empty documents dropped).
 
     Without `tests`, the `helm test` hooks (templates/tests/) are left out (`--skip-tests`): they are not
-    part of the release's objects, which is what the launcher renders.
+    part of the release's objects, which is what the launcher renders. With `flatten` (the default) a v1
+    List (the trainjob backend's TrainingRuntime + TrainJob) is replaced by its items, in order, as Helm
+    and kubectl do before they send anything to the API server.
     """
     require_helm()
     skip = [] if tests else ["--skip-tests"]
     out = helm("template", "grpo-exp3", str(CHART), "--namespace", namespace, *skip, *args).stdout
-    return [o for o in yaml.safe_load_all(out) if o]
+    docs = [o for o in yaml.safe_load_all(out) if o]
+    return flatten_lists(docs) if flatten else docs
+
+
+def flatten_lists(docs: list[dict]) -> list[dict]:
+    """Every `v1 List` replaced by its items, in order (kubectl's and Helm's resource builder `Flatten`)."""
+    out = []
+    for doc in docs:
+        if doc.get("apiVersion") == "v1" and doc.get("kind") == "List":
+            out.extend(doc.get("items") or [])
+        else:
+            out.append(doc)
+    return out
 
 
 def helm_error(*args: str, namespace: str = "default") -> str:

@@ -33,6 +33,11 @@ MATRIX = {
     "rayjob-nodes-2": ["--set", "backend=rayjob", "--set", "resources.nodes=2"],
     "queue": ["--set", "scheduling.queue=team-a"],
     "rayjob-queue": ["--set", "backend=rayjob", "--set", "scheduling.queue=team-a"],
+    "trainjob": ["--set", "backend=trainjob"],
+    "trainjob-nodes-2-queue": ["--set", "backend=trainjob", "--set", "resources.nodes=2", "--set", "scheduling.queue=team-a"],
+    "trainjob-ttl-deadline-retries": ["--set", "backend=trainjob", "--set", "run_policy.ttl_seconds_after_finished=3600",
+                                      "--set", "run_policy.active_deadline_seconds=86400",
+                                      "--set", "run_policy.backoff_limit=2"],
     "pvc": ["--set", "storage.create=true", "--set", "storage.claim_name=grpo-data", "--set", "storage.storage_class=fast"],
     "tolerations": ["--set-json", 'scheduling.tolerations=[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"},'
                     '{"key":"spot","value":"true","toleration_seconds":60}]'],
@@ -46,13 +51,25 @@ MATRIX = {
 }
 
 
+JOB_KINDS = {"pytorchjob": "PyTorchJob", "rayjob": "RayJob", "trainjob": "TrainJob"}
+
+
 def _job(objects):
-    return next(o for o in objects if o["kind"] in ("PyTorchJob", "RayJob"))
+    return next(o for o in objects if o["kind"] in JOB_KINDS.values())
 
 
-def _pods(job):
+def _backend(args):
+    return next((a.split("=", 1)[1] for a in args if a.startswith("backend=")), "pytorchjob")
+
+
+def _pods(job, objects=()):
+    """The job's pod templates; a TrainJob's are in the TrainingRuntime of the same name (pass `objects`)."""
     if job["kind"] == "PyTorchJob":
         return [r["template"] for r in job["spec"]["pytorchReplicaSpecs"].values()]
+    if job["kind"] == "TrainJob":
+        runtime = next(o for o in objects if o["kind"] == "TrainingRuntime"
+                       and o["metadata"]["name"] == job["spec"]["runtimeRef"]["name"])
+        return [r["template"]["spec"]["template"] for r in runtime["spec"]["template"]["spec"]["replicatedJobs"]]
     rc = job["spec"]["rayClusterSpec"]
     return [rc["headGroupSpec"]["template"], *(g["template"] for g in rc["workerGroupSpecs"])]
 
@@ -78,9 +95,9 @@ def test_template_matrix_validates_against_real_schemas(case):
     # no ServiceAccount/Role: pods run without a token and need no API access (see values.yaml)
     assert not {"ServiceAccount", "Role", "RoleBinding"} & set(kinds)
     job = _job(objects)
-    assert job["kind"] == ("RayJob" if "backend=rayjob" in MATRIX[case] else "PyTorchJob")
+    assert job["kind"] == JOB_KINDS[_backend(MATRIX[case])]
     assert re.fullmatch(r"grpo-exp3-[0-9a-f]{8}", job["metadata"]["name"])
-    for pod in _pods(job):
+    for pod in _pods(job, objects):
         assert pod["spec"]["automountServiceAccountToken"] is False
     if case == "nodes-2":
         assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 1
@@ -88,10 +105,27 @@ def test_template_matrix_validates_against_real_schemas(case):
         assert "podAntiAffinity" in _pods(job)[0]["spec"]["affinity"]
     if case == "rayjob-nodes-2":
         assert job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] == 2
-    if case in ("queue", "rayjob-queue"):
+    if case in ("queue", "rayjob-queue", "trainjob-nodes-2-queue"):
         suspend = job["spec"]["runPolicy"]["suspend"] if job["kind"] == "PyTorchJob" else job["spec"]["suspend"]
         assert suspend is True
         assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    if job["kind"] == "TrainJob":
+        runtime = next(o for o in objects if o["kind"] == "TrainingRuntime")
+        assert runtime["metadata"]["name"] == job["metadata"]["name"] == job["spec"]["runtimeRef"]["name"]
+        assert job["spec"]["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime",
+                                             "name": runtime["metadata"]["name"]}
+        nodes = 2 if "nodes-2" in case else 1
+        assert job["spec"]["trainer"] == {"numNodes": nodes, "numProcPerNode": 1}
+        assert runtime["spec"]["mlPolicy"] == {"numNodes": nodes, "torch": {}}
+        [pod] = _pods(job, objects)
+        assert [c["name"] for c in pod["spec"]["containers"]] == ["node"]
+        assert ("podAntiAffinity" in pod["spec"].get("affinity", {})) == (nodes > 1)
+        js = runtime["spec"]["template"]["spec"]
+        if case == "trainjob-ttl-deadline-retries":
+            assert js["ttlSecondsAfterFinished"] == 3600 and job["spec"]["activeDeadlineSeconds"] == 86400
+            assert js["failurePolicy"] == {"maxRestarts": 2}
+        else:
+            assert "ttlSecondsAfterFinished" not in js and "activeDeadlineSeconds" not in job["spec"]
     if case == "pvc":
         pvc = next(o for o in objects if o["kind"] == "PersistentVolumeClaim")
         assert pvc["metadata"]["name"] == "grpo-data" and pvc["spec"]["storageClassName"] == "fast"
@@ -209,10 +243,16 @@ def test_schema_refuses_bad_values(args, message):
          "values.tracking.tensorboard.log_dir must be a directory under storage.mount_path (/workspace)"),
         (["--set", "tensorboard_server.enabled=true"],
          "values.storage.claim_name must be a claim name when tensorboard_server.enabled is true"),
+        (["--set", "backend=trainjob", "--set", "name=9-lives"],
+         "values.name must be a name starting with a letter for backend trainjob (a TrainJob's name is an RFC 1035 "
+         'label: the CRD refuses one starting with a digit), got "9-lives"'),
+        (["--set", "backend=trainjob", "--set", "run_policy.clean_pod_policy=Running"],
+         'values.run_policy.clean_pod_policy must be None for backend trainjob (JobSet has no clean-pod policy'),
     ],
     ids=["batch-vs-gpus", "mini-gt-batch", "micro", "log-prob-micro", "tp", "name-length", "gpu-type", "pvc-no-claim",
          "wandb-no-key", "resume-no-path", "namespace-mismatch", "grpo-needs-gpus", "cpu-pod-counts-as-one",
-         "mlflow-no-uri", "env-reserved", "env-launcher-prefix", "env-no-source", "tb-dir-off-volume", "tb-server-no-claim"],
+         "mlflow-no-uri", "env-reserved", "env-launcher-prefix", "env-no-source", "tb-dir-off-volume", "tb-server-no-claim",
+         "trainjob-digit-name", "trainjob-clean-pod-policy"],
 )
 def test_fail_checks_explain_cross_field_rules(args, message):
     err = helm_error(*args)
@@ -270,6 +310,42 @@ def test_chart_rules_agree_with_check_rules(overrides):
     assert _helm_fields(overrides) == _launcher_fields(overrides)
 
 
+@pytest.mark.parametrize("sets,fields", [
+    ({"backend": "trainjob", "name": "9-lives"}, {"name"}),
+    ({"backend": "trainjob", "run_policy.clean_pod_policy": "All"}, {"run_policy.clean_pod_policy"}),
+    ({"backend": "trainjob", "name": "7up", "run_policy.clean_pod_policy": "Running", "resources.nodes": 2},
+     {"name", "run_policy.clean_pod_policy"}),
+    # the longest names JobSet derives (38-character name, 1024 nodes) still fit: accepted
+    ({"backend": "trainjob", "name": "a" * 38, "resources.nodes": 1024, "resources.gpus_per_node": 1, "data.train_batch_size": 1024,
+      "actor.ppo_mini_batch_size": 1024}, set()),
+    ({"backend": "pytorchjob", "name": "9-lives", "run_policy.clean_pod_policy": "All"}, set()),  # trainjob's only
+    ({"backend": "trainjob", "env": [{"name": "PET_NODE_RANK", "value": "0"}]}, {"env"}),  # Trainer's torch plugin sets it
+], ids=["digit-name", "clean-pod-policy", "both-2-nodes", "longest-names", "pytorchjob-unaffected", "pet-env"])
+def test_chart_trainjob_rules_agree_with_check_rules(sets, fields):
+    """backend trainjob's rules (spec._trainjob_problems, PET_* reserved): the chart refuses the launcher's fields."""
+    require_helm()
+    raw = load_raw(ROOT / "configs" / "grpo-exp3.yaml")
+    args = []
+    for dotted, value in sets.items():
+        node = raw
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+        args += ["--set-json", f"{dotted}={json.dumps(value)}"]
+    try:
+        spec_from_raw(raw)
+        launcher = set()
+    except BadInput as exc:
+        launcher = {line.split(":")[0].strip("- ").strip() for line in str(exc).splitlines() if line.startswith("  - ")}
+    proc = helm("template", "grpo-exp3", str(CHART), *args, check=False)
+    # env problems name the item (launcher `env[0].name`, chart `values.env[0].name`): compare the section
+    launcher = {"env" if f.startswith("env[") else f for f in launcher}
+    chart = set(re.findall(r"^  - values\.([a-z_.]+?)(?:\[\d+\]\.name)? must", proc.stderr, re.M))
+    assert launcher == fields and chart == fields, proc.stderr
+    assert (proc.returncode != 0) == bool(fields), proc.stderr
+
+
 # ---------------------------------------------------------------------------------------------------
 # eval.enabled: the evaluation job instead of the training job, with `launcher eval`'s refusals
 
@@ -277,7 +353,7 @@ CLAIM = ["--set", "storage.claim_name=grpo-ckpt"]
 EVAL_ON = ["--set", "eval.enabled=true"]
 
 
-@pytest.mark.parametrize("backend", ["pytorchjob", "rayjob"])
+@pytest.mark.parametrize("backend", list(JOB_KINDS))
 @pytest.mark.parametrize("what", [[], [*CLAIM, "--set", "eval.checkpoint=latest"],
                                   [*CLAIM, "--set", "eval.baseline=false", "--set", "eval.checkpoint=25"]],
                          ids=["baseline", "baseline-latest", "step-25"])
@@ -289,9 +365,11 @@ def test_eval_renders_only_the_eval_job_and_its_configmap(backend, what):
     job = _job(objects)
     name = job["metadata"]["name"]
     assert re.fullmatch(r"grpo-exp3-eval-[0-9a-f]{8}", name)
-    assert sorted((o["kind"], o["metadata"]["name"]) for o in objects) == sorted(
-        [("ConfigMap", f"{name}-spec"), (job["kind"], name)])
-    for pod in _pods(job):
+    expected = [("ConfigMap", f"{name}-spec"), (job["kind"], name)]
+    if job["kind"] == "TrainJob":
+        expected.append(("TrainingRuntime", name))
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in objects) == sorted(expected)
+    for pod in _pods(job, objects):
         assert pod["metadata"]["labels"]["app.kubernetes.io/instance"] == name
 
 
@@ -323,7 +401,7 @@ def test_eval_is_off_by_default_and_never_changes_the_training_job():
     ],
     ids=["latest-no-claim", "step-no-claim", "save-freq-off", "nothing-to-evaluate"],
 )
-@pytest.mark.parametrize("backend", ["pytorchjob", "rayjob"])
+@pytest.mark.parametrize("backend", list(JOB_KINDS))
 def test_eval_refusals_match_the_cli(args, message, backend):
     err = helm_error(*EVAL_ON, "--set", f"backend={backend}", *args)
     assert "grpo-exp3: invalid values" in err
@@ -442,7 +520,7 @@ def test_schema_is_closed_draft07_without_refs():
     res = schema["properties"]["resources"]["properties"]
     assert res["gpus_per_node"]["minimum"] == 0 and res["gpus_per_node"]["maximum"] == 16
     assert res["cpu"]["pattern"].startswith("^[0-9]")
-    assert schema["properties"]["backend"]["enum"] == ["pytorchjob", "rayjob", "trainjob"]
+    assert schema["properties"]["backend"]["enum"] == ["pytorchjob", "rayjob", "trainjob"] == list(JOB_KINDS)
     chart_only = {"eval", "helm_test", "tensorboard_server", "global"}
     assert set(schema["properties"]) == set(ExperimentSpec.model_fields) | chart_only
     assert not chart_only & set(schema["required"])
@@ -502,6 +580,17 @@ def test_notes_tell_how_to_follow_the_run():
     out = helm("install", "grpo-exp3", str(CHART), "--dry-run=client", "--set", "tensorboard_server.enabled=true",
                "--set", "storage.claim_name=ckpt", "--set", "tracking.tensorboard.enabled=true").stdout
     assert "kubectl -n default port-forward svc/grpo-exp3-tensorboard 6006:6006" in out[out.index("NOTES:"):]
+
+
+def test_notes_name_the_trainjob():
+    """backend=trainjob: NOTES names the TrainJob for kubectl (`kubectl get trainjob NAME`)."""
+    require_helm()
+    out = helm("install", "grpo-exp3", str(CHART), "--dry-run=client", "--set", "backend=trainjob").stdout
+    notes = out[out.index("NOTES:"):]
+    job = _job(helm_objects("--set", "backend=trainjob"))["metadata"]["name"]
+    assert f"is running as trainjob/{job} in namespace default" in notes
+    assert f"kubectl -n default get trainjob {job} -w" in notes
+    assert f"python -m launcher logs -f {job} --namespace default" in notes
 
 
 def test_missing_helm_says_run_make_tools(tmp_path, monkeypatch):

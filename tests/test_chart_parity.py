@@ -1,6 +1,6 @@
 """The chart is a second renderer of the spec: `helm template` must produce what `launcher render` does.
 
-For grpo-exp3 and grpo-exp4 on both backends, plus a config that exercises every optional branch
+For grpo-exp3 and grpo-exp4 on every backend (spec.BACKENDS), plus a config that exercises every optional branch
 (multi-node, queue, created PVC, tolerations, secrets, RDMA, TTL, tiny floats, non-ASCII and
 HTML-special strings), the chart rendered with the values `hack/gen_chart.py values CONFIG` writes
 must equal the launcher's objects, compared parsed, after removing only Helm's bookkeeping labels.
@@ -23,9 +23,9 @@ from chart_support import (ROOT, assert_same_objects, gen_chart, helm_objects, l
 from launcher import canonical
 from launcher import gpu_select as G
 from launcher.config import load_spec
+from launcher.spec import BACKENDS
 
 CONFIGS = [ROOT / "configs" / "grpo-exp3.yaml", ROOT / "configs" / "grpo-exp4.yaml"]
-BACKENDS = ["pytorchjob", "rayjob"]
 
 # Every optional branch of the templates at once; values chosen so the cross-field rules pass.
 EVERYTHING = {
@@ -100,6 +100,28 @@ def test_parity_on_every_optional_branch(everything_config, backend, tmp_path):
     assert_same_objects(launcher, helm_objects("-f", str(values)))
 
 
+@pytest.mark.parametrize("sets", [[], ["scheduling.queue=team-a", "resources.nodes=2"]], ids=["defaults", "queue-2-nodes"])
+def test_trainjob_objects_in_the_launchers_apply_order(sets, tmp_path):
+    """backend=trainjob: the chart writes the TrainingRuntime and the TrainJob as one v1 List, runtime first.
+
+    Trainer's webhook refuses a TrainJob whose runtime does not exist yet, and Helm would sort the two kinds
+    alphabetically (TrainJob first) if they were separate documents; in a List Helm keeps the written order.
+    """
+    config = ROOT / "configs" / "grpo-exp3.yaml"
+    values = values_file(tmp_path, config, sets=sets, backend="trainjob")
+    launcher = launcher_objects(config, sets=sets, backend="trainjob")
+    raw = helm_objects("-f", str(values), flatten=False)
+    assert [(o["apiVersion"], o["kind"]) for o in raw] == [("v1", "ConfigMap"), ("v1", "List")]
+    items = raw[1]["items"]
+    assert [o["kind"] for o in items] == ["TrainingRuntime", "TrainJob"] == [o["kind"] for o in launcher[1:]]
+    assert_same_objects(launcher, helm_objects("-f", str(values)))
+    # Kueue admits the TrainJob; the runtime carries no queue label (as render leaves it off)
+    if sets:
+        assert items[1]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+        assert items[1]["spec"]["suspend"] is True and items[1]["spec"]["trainer"]["numNodes"] == 2
+        assert not any(k.startswith("kueue.x-k8s.io/") for k in items[0]["metadata"]["labels"])
+
+
 def test_default_values_are_grpo_exp3():
     """`helm install grpo-exp3 ./charts/grpo-exp3` with no values is exactly `launcher render configs/grpo-exp3.yaml`."""
     config = ROOT / "configs" / "grpo-exp3.yaml"
@@ -113,6 +135,7 @@ def test_default_values_are_grpo_exp3():
         # helm --set keeps floats as strings (the schema refuses them); --set-json reads a number
         (["actor.lr=2.5e-7"], ["--set-json", "actor.lr=2.5e-7"]),
         (["resources.nodes=2", "backend=rayjob"], ["--set", "resources.nodes=2", "--set", "backend=rayjob"]),
+        (["resources.nodes=2", "backend=trainjob"], ["--set", "resources.nodes=2", "--set", "backend=trainjob"]),
         (["scheduling.queue=team-a"], ["--set", "scheduling.queue=team-a"]),
         # a hand-written partial list item: the chart fills the missing keys with null as pydantic does
         # and the model's defaults (operator: Equal) where a key is left out
@@ -120,7 +143,7 @@ def test_default_values_are_grpo_exp3():
          ["--set", "scheduling.tolerations[0].key=gpu", "--set", "scheduling.tolerations[0].operator=Exists",
           "--set", "scheduling.tolerations[1].key=spot"]),
     ],
-    ids=["n", "tiny-float", "ray-2-nodes", "queue", "partial-toleration"],
+    ids=["n", "tiny-float", "ray-2-nodes", "trainjob-2-nodes", "queue", "partial-toleration"],
 )
 def test_helm_overrides_match_launcher_sets(launcher_sets, helm_args):
     """Helm's own --set (ints as int64, floats parsed by Go) hashes and renders like launcher --set."""
@@ -210,12 +233,13 @@ def test_eval_chart_renders_what_launcher_eval_renders(case, backend):
     assert not any(o["metadata"]["name"] == load_spec(config, sets, backend).job_name for o in chart)
 
 
-def test_eval_parity_on_every_optional_branch(everything_config, tmp_path):
+@pytest.mark.parametrize("backend", ["rayjob", "trainjob"])
+def test_eval_parity_on_every_optional_branch(everything_config, tmp_path, backend):
     """Multi-node, queue, created claim, secrets, long values: the eval job still matches, step from a values file."""
-    values = values_file(tmp_path, everything_config, backend="rayjob")
+    values = values_file(tmp_path, everything_config, backend=backend)
     extra = tmp_path / "eval.yaml"
     extra.write_text("eval: {enabled: true, baseline: true, checkpoint: 5}\n")
-    launcher = launcher_eval_objects(everything_config, True, "5", backend="rayjob")
+    launcher = launcher_eval_objects(everything_config, True, "5", backend=backend)
     assert_same_objects(launcher, helm_objects("-f", str(values), "-f", str(extra)))
 
 

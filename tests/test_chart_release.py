@@ -23,7 +23,7 @@ TEST_KINDS = ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Pod"]
 
 
 def _job(objects):
-    return next(o for o in objects if o["kind"] in ("PyTorchJob", "RayJob"))
+    return next(o for o in objects if o["kind"] in ("PyTorchJob", "RayJob", "TrainJob"))
 
 
 def _hooks(objects):
@@ -154,12 +154,13 @@ def test_helm_test_role_only_reads_the_job_and_lists_pods():
     assert role["rules"] == [
         {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs"], "verbs": ["get"]},
         {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["get"]},
+        {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
     ]
 
 
 @pytest.mark.parametrize("backend,nodes,expected", [("pytorchjob", 1, "1"), ("pytorchjob", 2, "2"),
-                                                    ("rayjob", 2, "3")])
+                                                    ("rayjob", 2, "3"), ("trainjob", 1, "1"), ("trainjob", 2, "2")])
 def test_helm_test_pod_checks_the_rendered_job(backend, nodes, expected):
     objects = helm_objects("--set", f"backend={backend}", "--set", f"resources.nodes={nodes}", tests=True)
     pod = next(o for o in _hooks(objects) if o["kind"] == "Pod")
@@ -168,7 +169,7 @@ def test_helm_test_pod_checks_the_rendered_job(backend, nodes, expected):
     job = _job(objects)
     assert env["JOB_KIND"] == job["kind"] and env["JOB_NAME"] == job["metadata"]["name"]
     assert env["JOB_NAMESPACE"] == "default" and env["EXPECTED_PODS"] == expected
-    assert ctr["image"] == job_image(job) and ctr["command"] == ["python3", "/check/check_release.py"]
+    assert ctr["image"] == job_image(objects, job) and ctr["command"] == ["python3", "/check/check_release.py"]
     assert pod["spec"]["serviceAccountName"] == "grpo-exp3-grpo-exp3-test"
     assert ctr["securityContext"]["readOnlyRootFilesystem"] is True and pod["spec"]["securityContext"]["runAsNonRoot"]
     assert "hostNetwork" not in pod["spec"] and "KUBERNETES_SERVICE_HOST" not in env
@@ -176,9 +177,14 @@ def test_helm_test_pod_checks_the_rendered_job(backend, nodes, expected):
     assert script == (CHART / "files" / "check_release.py").read_text()
 
 
-def job_image(job):
-    pods = ([r["template"] for r in job["spec"]["pytorchReplicaSpecs"].values()] if job["kind"] == "PyTorchJob"
-            else [job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]])
+def job_image(objects, job):
+    if job["kind"] == "TrainJob":  # the pods are the TrainingRuntime's
+        runtime = next(o for o in objects if o["kind"] == "TrainingRuntime")
+        pods = [r["template"]["spec"]["template"] for r in runtime["spec"]["template"]["spec"]["replicatedJobs"]]
+    elif job["kind"] == "PyTorchJob":
+        pods = [r["template"] for r in job["spec"]["pytorchReplicaSpecs"].values()]
+    else:
+        pods = [job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]]
     return pods[0]["spec"]["containers"][0]["image"]
 
 
@@ -236,8 +242,20 @@ def check_release():
     ("RayJob", {"status": {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}}, "succeeded"),
     ("RayJob", {"status": {"jobDeploymentStatus": "Complete", "jobStatus": "FAILED"}}, "failed"),
     ("RayJob", {"spec": {"suspend": True}}, "suspended"),
+    # Trainer v2.2's TrainJob conditions (trainjob_types.go: Suspended, Complete, Failed)
+    ("TrainJob", {"status": {"jobsStatus": [{"name": "node", "active": 1}]}}, "active"),
+    ("TrainJob", {"status": {"conditions": [{"type": "Complete", "status": "True", "reason": "JobsCompleted"}]}},
+     "succeeded"),
+    ("TrainJob", {"status": {"conditions": [{"type": "Failed", "status": "True", "reason": "FailedJobs"}]}}, "failed"),
+    ("TrainJob", {"status": {"conditions": [{"type": "Complete", "status": "False"}]}}, "active"),
+    ("TrainJob", {"spec": {"suspend": True},
+                  "status": {"conditions": [{"type": "Suspended", "status": "True", "reason": "Suspended"}]}},
+     "suspended"),
+    # a TrainJob has no Succeeded condition: the PyTorchJob word must not count as finished for it
+    ("TrainJob", {"status": {"conditions": [{"type": "Succeeded", "status": "True"}]}}, "active"),
 ], ids=["pt-running", "pt-succeeded", "pt-failed", "pt-failed-false", "pt-suspended", "ray-running",
-        "ray-succeeded", "ray-failed", "ray-suspended"])
+        "ray-succeeded", "ray-failed", "ray-suspended", "tj-running", "tj-complete", "tj-failed", "tj-complete-false",
+        "tj-suspended", "tj-no-succeeded"])
 def test_check_job_outcome(check_release, kind, job, outcome):
     assert check_release.job_outcome(kind, job)[0] == outcome
 

@@ -2,7 +2,8 @@
 
 - `make manifests-check` (hack/gen_manifests.py --check) passes, and catches a stale file;
 - each experiment's kustomization lists exactly its rendered files, and `kubectl kustomize` (the
-  real kubectl from `make tools`) builds exactly `launcher render --gitops` objects;
+  real kubectl from `make tools`) builds exactly `launcher render --gitops` objects, in render (apply)
+  order; grpo-exp3-trainjob/ is grpo-exp3 with `--backend trainjob` (TrainingRuntime before TrainJob);
 - the objects validate strictly against the operators' CRDs and Kubernetes' OpenAPI;
 - GitOps output carries no TTL self-deletion; the Argo CD / Flux examples point at these directories
   with the sync options the README explains;
@@ -26,13 +27,22 @@ from launcher.config import load_spec
 from launcher.render import render
 
 MANIFESTS = ROOT / "manifests"
-EXPERIMENTS = ("grpo-exp3", "grpo-exp4")
 EVALS = ("grpo-exp3-eval",)
 
 _spec = importlib.util.spec_from_file_location("gen_manifests", ROOT / "hack" / "gen_manifests.py")
 gen_manifests = importlib.util.module_from_spec(_spec)
 sys.modules.setdefault("gen_manifests", gen_manifests)
 _spec.loader.exec_module(gen_manifests)
+
+EXPERIMENTS = ("grpo-exp3", "grpo-exp4", "grpo-exp3-trainjob")
+assert EXPERIMENTS == tuple(gen_manifests.RENDERS)
+
+
+def _rendered(directory: str) -> list[dict]:
+    """What `launcher render configs/<exp>.yaml [--backend B] --gitops` renders for a manifests/ directory."""
+    exp, args = gen_manifests.RENDERS[directory]
+    backend = dict(zip(args[::2], args[1::2])).get("--backend")
+    return render(load_spec(ROOT / "configs" / f"{exp}.yaml", backend=backend), gitops=True)
 
 
 def _kubectl() -> str:
@@ -64,10 +74,19 @@ def test_kustomize_builds_exactly_the_gitops_render(exp):
     assert kustomization["resources"] == files
     out = subprocess.run([_kubectl(), "kustomize", str(MANIFESTS / exp)], capture_output=True, text=True, check=True,
                          timeout=60).stdout
-    built = {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(out) if o}
-    expected = {(o["kind"], o["metadata"]["name"]): o
-                for o in render(load_spec(ROOT / "configs" / f"{exp}.yaml"), gitops=True)}
-    assert built == expected
+    # the same objects in the same (apply) order: sortOptions fifo keeps kustomize from re-sorting them
+    assert [o for o in yaml.safe_load_all(out) if o] == _rendered(exp)
+    assert kustomization["sortOptions"] == {"order": "fifo"}
+
+
+def test_trainjob_directory_applies_the_runtime_before_the_trainjob():
+    """Trainer's webhook refuses a TrainJob whose TrainingRuntime does not exist yet: the runtime comes first."""
+    out = subprocess.run([_kubectl(), "kustomize", str(MANIFESTS / "grpo-exp3-trainjob")], capture_output=True,
+                         text=True, check=True, timeout=60).stdout
+    kinds = [o["kind"] for o in yaml.safe_load_all(out) if o]
+    assert kinds == ["ConfigMap", "TrainingRuntime", "TrainJob"]
+    job = [o for o in yaml.safe_load_all(out) if o][-1]
+    assert job["spec"]["runtimeRef"]["name"] == job["metadata"]["name"]
 
 
 def _eval_expected() -> dict:
@@ -132,8 +151,9 @@ def test_manifests_validate_against_real_schemas_and_never_self_delete(exp):
         assert "ttlSecondsAfterFinished" not in path.read_text(), path.name
 
 
-def test_gitops_with_a_ttl_config_drops_it():
-    spec = load_spec(ROOT / "configs" / "grpo-exp3.yaml", ["run_policy.ttl_seconds_after_finished=60"])
+@pytest.mark.parametrize("backend", ["pytorchjob", "rayjob", "trainjob"])
+def test_gitops_with_a_ttl_config_drops_it(backend):
+    spec = load_spec(ROOT / "configs" / "grpo-exp3.yaml", ["run_policy.ttl_seconds_after_finished=60"], backend)
     assert "ttlSecondsAfterFinished" in str(render(spec))
     assert "ttlSecondsAfterFinished" not in str(render(spec, gitops=True))
 

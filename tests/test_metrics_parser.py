@@ -312,3 +312,178 @@ def test_fast_items_take_verl_lines():
             taken += 1
             assert list(fast.items()) == list(_items(rest).items())
     assert taken >= 30
+
+
+# The batch path (`_items_batch`: many step lines, one orjson.loads) must give, line by line, exactly what
+# `_items` gives, or decline (None) so that each line goes through `_items_one`. Batches mix clean verl-like
+# lines with lines holding one near-miss, so a decline caused by one line, or a near-miss that slips through
+# another line's context (a `)` closing the previous line's repr, a key merging across lines), would show.
+_BATCH_LINES = st.lists(st.tuples(_KEYS, _VALUE_TEXTS), min_size=0, max_size=5).map(
+    lambda pairs: " - ".join(f"{k}:{v}" for k, v in pairs))
+_CLEAN_LINES = st.lists(st.tuples(st.sampled_from(["actor/lr", "a", "critic/score/mean", "val-core/x/acc/mean@1"]),
+                                  st.one_of(st.floats(-1e15, 1e15).map(repr),  # (|v| >= 2**63 declines)
+                                            st.integers(-(2**40), 2**40).map(str),
+                                            st.sampled_from(["np.int32(2)", "np.float64(0.5)", "1e-06"]))),
+                        min_size=1, max_size=4, unique_by=lambda kv: kv[0]).map(
+    lambda pairs: " - ".join(f"{k}:{v}" for k, v in pairs))
+
+
+def _assert_batch_agrees(rests):
+    from launcher.metrics.parser import _items, _items_batch, _items_many
+
+    want = [_items(r) for r in rests]
+    got = _items_batch(rests)
+    if got is not None:
+        assert len(got) == len(rests)
+        for r, g, w in zip(rests, got, want):
+            assert w is not None, r
+            assert list(g.items()) == list(w.items()), r
+            assert [type(v) for v in g.values()] == [type(v) for v in w.values()], r
+    many = _items_many(rests)
+    assert [None if m is None else list(m.items()) for m in many] == [None if w is None else list(w.items())
+                                                                     for w in want]
+    return got
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(_CLEAN_LINES, _BATCH_LINES), min_size=1, max_size=6))
+def test_batch_items_agree_with_the_reference(rests):
+    _assert_batch_agrees(rests)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_CLEAN_LINES, min_size=1, max_size=8))
+def test_batch_items_take_clean_lines(rests):
+    """Lines of plain keys, numbers and numpy reprs are read by the batch path (the speed-up is real)."""
+    assert _assert_batch_agrees(rests) is not None
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "a:1e5",  # exponent without a sign: `_items` refuses it, JSON reads 100000.0
+        "a:true", "a:false", "a:null", "a:True",  # JSON literals; `True` is `_items`' boolean
+        "a:np.int32(1 - b:2)",  # the repr's ")" is after the next item
+        "a:1)",  # a ")" that closes no repr
+        "a:np.int32()", "a:np.int32(1)2", "a:np.foo(1)", "a:np.float64('0.5')", "a:np.True_",
+        "a:18446744073709551616", "a:-9223372036854775809", "a:9223372036854775808",  # orjson: floats / bounds
+        "a:1 - a:2",  # duplicate key
+        ":1", "a:1 - :2",  # empty key
+        "a: 1", "a:1  - b:2", "a:1 - - b:2", "a:1\t",  # blanks `_items` refuses or reads into keys
+        "a:1 - b",  # item without a colon
+        "a:b:1",  # key with a colon: `_items` splits on the last one
+        "a:1}, {b:2", "a:[1]", 'a:"1"', "a:1\\",  # JSON structure in the text
+        "a:1E5", "a:01", "a:+1", "a:.5", "a:1.", "a:nan", "a:inf", "a:1_0.5", "",
+    ],
+)
+def test_batch_declines_or_agrees_on_near_misses(bad):
+    """One near-miss among clean lines: the batch declines or still agrees, and every line reads as `_items`."""
+    clean = ["x:0.5 - y:np.int64(3)", "x:1.5 - y:np.int64(4)"]
+    for rests in ([bad], clean + [bad], [bad] + clean, clean[:1] + [bad] + clean[1:]):
+        _assert_batch_agrees(rests)
+
+
+def test_batch_lines_do_not_merge_across_the_join():
+    """A line ending in a key without value, then a line starting with ':': two malformed lines, not one object."""
+    from launcher.metrics.parser import _items_batch, _items_many
+
+    rests = ["a:1 - xyz", ":5 - b:6"]
+    assert _items_batch(rests) is None
+    assert _items_many(rests) == [None, None]
+    assert _items_batch(["a:np.int32(1", "b:2)"]) is None  # a repr torn at the line's end
+
+
+def _simlog_bytes(**kw) -> bytes:
+    from launcher import simlog
+
+    return "".join(simlog.generate(steps=40, seed=5, val_before_train=True, **kw)).encode()
+
+
+def _reference_records(data: bytes) -> list[StepRecord]:
+    """Line by line with `parse_line` (the per-line path), fragments split on \\r, \\n, \\r\\n."""
+    text = data.decode().replace("\r\n", "\n").replace("\r", "\n")
+    return [r for r in map(parse_line, text.split("\n")) if r is not None]
+
+
+@pytest.mark.parametrize("kw", [{}, {"cri": True}, {"color": False}])
+def test_log_parser_batches_give_the_per_line_records(kw):
+    """A whole simlog log (Ray colours, CRI timestamps, tqdm \\r) in one feed: the batch path's records are
+    `parse_line`'s, line for line."""
+    data = _simlog_bytes(**kw)
+    p = LogParser()
+    got = p.feed(data) + p.finish()
+    want = _reference_records(data)
+    assert len(want) > 40 and got == want
+    assert [[type(v) for v in r.metrics.values()] for r in got] == [[type(v) for v in r.metrics.values()] for r in want]
+    assert p.counters.records == len(want) and p.counters.malformed == 0
+
+
+@pytest.mark.parametrize("size", [1, 7, 1000, 2600, 4096, 65536, 1 << 20])
+def test_chunking_never_loses_or_duplicates_batched_lines(size):
+    """Step lines split across chunks at every kind of place (mid-line, mid-number, at \\r of \\r\\n)."""
+    data = _simlog_bytes(cri=True).replace(b"\n", b"\r\n")  # CRLF too
+    whole = LogParser()
+    want = whole.feed(data) + whole.finish()
+    p = LogParser()
+    got = []
+    for i in range(0, len(data), size):
+        got += p.feed(data[i : i + size])
+    got += p.finish()
+    assert got == want == _reference_records(data)
+    assert p.counters == whole.counters
+
+
+def test_a_step_line_cut_at_every_offset_across_two_feeds():
+    data = _simlog_bytes()
+    line_at = data.index(b"step:3 ")
+    line_at = data.rindex(b"\n", 0, line_at) + 1
+    end = data.index(b"\n", line_at) + 1
+    want = _reference_records(data)
+    for cut in range(line_at, end + 1, 97):
+        p = LogParser()
+        assert p.feed(data[:cut]) + p.feed(data[cut:]) + p.finish() == want, cut
+
+
+def test_over_long_line_inside_a_batch_is_capped_and_its_neighbours_parsed():
+    lines = [f"step:{i} - a:{i}.5 - b:np.int64({i})\n".encode() for i in range(20)]
+    long = b"step:99 - a:" + b"1" * 5000 + b"\n"
+    data = b"".join(lines[:10]) + long + b"".join(lines[10:])
+    for size in (len(data), 333, 64):
+        p = LogParser(max_line_bytes=1000)
+        got = []
+        for i in range(0, len(data), size):
+            got += p.feed(data[i : i + size])
+        got += p.finish()
+        assert [r.step for r in got] == list(range(20)), size
+        assert got[3].metrics == {"a": 3.5, "b": 3}
+        assert p.counters.truncated == 1 and p.counters.records == 20
+        assert len(p._splitter._pending) <= 1000
+
+
+def test_one_bad_line_in_a_batch_is_counted_and_the_rest_kept():
+    lines = [f"step:{i} - a:{i}.5 - b:np.int64({i})" for i in range(30)]
+    lines[7] = "step:7 - a:np.int64(1 - b:2)"  # torn repr: malformed
+    lines[12] = "step:12 - a:1e5"  # `_items` refuses it
+    lines[20] = "step:20"  # no items
+    p = LogParser()
+    got = p.feed(("\n".join(lines) + "\n").encode())
+    assert [r.step for r in got] == [i for i in range(30) if i not in (7, 12)]
+    assert got[[r.step for r in got].index(20)].metrics == {}
+    assert p.counters.malformed == 2 and p.counters.records == 28
+
+
+def test_feed_accepts_bytearray_and_memoryview():
+    data = b"step:1 - a:0.5\nstep:2 - a:1.5\n"
+    for chunk in (bytearray(data), memoryview(data)):
+        p = LogParser()
+        assert [r.step for r in p.feed(chunk)] == [1, 2]
+
+
+def test_feed_lines_batches_like_feed():
+    data = _simlog_bytes(cri=True)
+    p = LogParser()
+    text_lines = data.decode().split("\n")
+    assert p.feed_lines(text_lines) == _reference_records(data)
+    odd = ["step:1 - a\ud800:1.0", "step:2 - a:1.0"] * 3  # a lone surrogate cannot be UTF-8: read line by line
+    assert LogParser().feed_lines(odd) == [parse_line(x) for x in odd] == [StepRecord(1, {"a\ud800": 1.0}),
+                                                                          StepRecord(2, {"a": 1.0})] * 3

@@ -4,8 +4,12 @@
   config hash itself), the real training-operator runs it on the KWOK A100 nodes to Succeeded, and
   `helm uninstall` removes every object the release created; with backend=rayjob, real KubeRay and
   the fake Ray dashboard take the RayJob to Complete/SUCCEEDED and uninstall removes its RayCluster;
+  with backend=trainjob, the real Kubeflow Trainer v2.2 and JobSet controllers (their admission webhooks
+  on) run the TrainJob through its own TrainingRuntime to Complete, and uninstall removes the TrainJob,
+  the TrainingRuntime and the JobSet;
 - `kubectl apply -k` of manifests/grpo-exp3 creates the same job, and applying it a second time
-  reports every object `unchanged` (GitOps controllers re-apply on every sync).
+  reports every object `unchanged` (GitOps controllers re-apply on every sync); manifests/grpo-exp3-trainjob
+  applies in one go (the TrainingRuntime before the TrainJob, which Trainer's webhook requires) and completes.
 
 helm and kubectl are the cached ones from `make tools` (tests/helm_tools.py), always with the
 cluster's explicit kubeconfig, never KUBECONFIG or ~/.kube/config.
@@ -163,6 +167,118 @@ def test_helm_install_rayjob_completes_and_uninstall_removes_it(kube_cluster, ku
 
 
 # ---------------------------------------------------------------------------------------------------
+# backend=trainjob: Kubeflow Trainer v2 (TrainingRuntime + TrainJob) on JobSet
+
+TRAINER = ("trainer.kubeflow.org", "v1alpha1")
+JOBSET = ("jobset.x-k8s.io", "v1alpha2")
+
+
+def _trainjob_complete(co: client.CustomObjectsApi, ns: str, name: str):
+    job = co.get_namespaced_custom_object(*TRAINER, ns, "trainjobs", name)
+    for cond in job.get("status", {}).get("conditions") or []:
+        if cond["type"] == "Failed" and cond["status"] == "True":
+            raise AssertionError(f"TrainJob {name} failed: {cond}")
+        if cond["type"] == "Complete" and cond["status"] == "True":
+            return job
+    return None
+
+
+def _assert_trainjob_ran(co, core, ns: str, name: str, nodes: int) -> None:
+    """The Trainer controller made a JobSet of the runtime's shape and its pods ran to the end (on KWOK nodes)."""
+    jobset = co.get_namespaced_custom_object(*JOBSET, ns, "jobsets", name)
+    assert [r["name"] for r in jobset["spec"]["replicatedJobs"]] == ["node"]
+    pods = core.list_namespaced_pod(ns, label_selector=f"app.kubernetes.io/instance={name}").items
+    assert len(pods) == nodes and all(p.status.phase == "Succeeded" for p in pods), \
+        [(p.metadata.name, p.status.phase) for p in pods]
+    assert all(p.spec.containers[0].name == "node" for p in pods)
+
+
+def test_helm_install_trainjob_completes_and_uninstall_removes_it(kube_cluster, kube_api, namespace):
+    """backend=trainjob: Helm creates the TrainingRuntime before the TrainJob (the webhook refuses the reverse)."""
+    sets = [f"scheduling.namespace={namespace}", "backend=trainjob", "resources.nodes=2"]
+    spec = load_spec(ROOT / "configs" / "grpo-exp3.yaml", sets)
+    spec.scheduling.pod_annotations = FAST
+    name = spec.job_name
+    _helm(kube_cluster, "install", "grpo-exp3-tj", str(CHART), "--namespace", namespace,
+          *[a for s in sets for a in ("--set", s)],
+          "--set-json", f"scheduling.pod_annotations={json.dumps(FAST)}", "--wait=false")
+    co, core = client.CustomObjectsApi(kube_api), client.CoreV1Api(kube_api)
+    runtime = co.get_namespaced_custom_object(*TRAINER, namespace, "trainingruntimes", name)
+    job = co.get_namespaced_custom_object(*TRAINER, namespace, "trainjobs", name)
+    for obj in (runtime, job):
+        assert obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+        assert obj["metadata"]["annotations"]["meta.helm.sh/release-name"] == "grpo-exp3-tj"
+    rendered = {o["kind"]: o for o in render(spec)}
+    assert job["spec"]["runtimeRef"] == rendered["TrainJob"]["spec"]["runtimeRef"]
+    assert core.read_namespaced_config_map(f"{name}-spec", namespace).data["spec.yaml"] == \
+        rendered["ConfigMap"]["data"]["spec.yaml"]
+
+    ks.wait_for(lambda: _trainjob_complete(co, namespace, name), timeout=240, what=f"TrainJob {name} Complete")
+    _assert_trainjob_ran(co, core, namespace, name, nodes=2)
+    status = _helm(kube_cluster, "status", "grpo-exp3-tj", "--namespace", namespace).stdout
+    assert "STATUS: deployed" in status and f"trainjob/{name}" in status
+
+    # a finished TrainJob (Complete) does not hold an upgrade back: changed values replace the run
+    _helm(kube_cluster, "upgrade", "grpo-exp3-tj", str(CHART), "--namespace", namespace,
+          *[a for s in sets for a in ("--set", s)], "--set", "rollout.n=4",
+          "--set-json", f"scheduling.pod_annotations={json.dumps(FAST)}", "--wait=false")
+    new = load_spec(ROOT / "configs" / "grpo-exp3.yaml", [*sets, "rollout.n=4"])
+    new.scheduling.pod_annotations = FAST
+    for plural in ("trainjobs", "trainingruntimes"):
+        ks.wait_for(lambda: [o["metadata"]["name"] for o in co.list_namespaced_custom_object(
+            *TRAINER, namespace, plural)["items"]] == [new.job_name], timeout=120, what=f"only the new run's {plural}")
+    name = new.job_name
+
+    _helm(kube_cluster, "uninstall", "grpo-exp3-tj", "--namespace", namespace, "--wait", "--timeout", "120s")
+    for plural in ("trainjobs", "trainingruntimes"):
+        ks.wait_for(lambda: _gone(lambda: co.get_namespaced_custom_object(*TRAINER, namespace, plural, name)),
+                    timeout=120, what=f"{plural} {name} deleted")
+    ks.wait_for(lambda: _gone(lambda: co.get_namespaced_custom_object(*JOBSET, namespace, "jobsets", name)),
+                timeout=120, what="JobSet deleted with its TrainJob")
+    assert _gone(lambda: core.read_namespaced_config_map(f"{name}-spec", namespace))
+    assert _helm(kube_cluster, "list", "--namespace", namespace, "-q").stdout.strip() == ""
+
+
+def test_kubectl_apply_k_trainjob_creates_runtime_then_job(kube_cluster, kube_api, namespace, tmp_path):
+    """manifests/grpo-exp3-trainjob in one `kubectl apply -k`: every object created (none refused), then Complete."""
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    base = os.path.relpath(ROOT / "manifests" / "grpo-exp3-trainjob", overlay)
+    # an overlay is the root kustomization, so it must keep the base's order itself (sortOptions is the root's)
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "namespace": namespace, "resources": [base], "sortOptions": {"order": "fifo"},
+        "patches": [{"target": {"kind": "TrainingRuntime"}, "patch": json.dumps([{
+            "op": "add", "path": "/spec/template/spec/replicatedJobs/0/template/spec/template/metadata/annotations",
+            "value": FAST}])}],
+    }))
+    expected = {(o["kind"], o["metadata"]["name"]): o
+                for o in render(load_spec(ROOT / "configs" / "grpo-exp3.yaml", backend="trainjob"), gitops=True)}
+    first = _kubectl(kube_cluster, "apply", "-k", str(overlay)).stdout
+    assert first.count(" created") == len(expected) == 3, first
+    name = next(n for k, n in expected if k == "TrainJob")
+    co, core = client.CustomObjectsApi(kube_api), client.CoreV1Api(kube_api)
+    ks.wait_for(lambda: _trainjob_complete(co, namespace, name), timeout=240, what=f"TrainJob {name} Complete")
+    _assert_trainjob_ran(co, core, namespace, name, nodes=1)
+
+    def versions():
+        return [co.get_namespaced_custom_object(*TRAINER, namespace, plural, name)["metadata"]["resourceVersion"]
+                for plural in ("trainingruntimes", "trainjobs")] + [
+            core.read_namespaced_config_map(f"{name}-spec", namespace).metadata.resource_version]
+
+    # A GitOps sync re-applies: nothing may change. kubectl may print the TrainingRuntime as "configured":
+    # the CRD defaults replicatedJobs[].groupName, and a JSON merge patch (CRDs have no strategic merge)
+    # resends the whole list; the server finds it equal, so the object (its resourceVersion) stays as it was.
+    before = versions()
+    again = _kubectl(kube_cluster, "apply", "-k", str(overlay)).stdout
+    assert sorted(ln.split(" ")[0] for ln in again.splitlines() if ln.strip()) == sorted(
+        [f"configmap/{name}-spec", f"trainingruntime.trainer.kubeflow.org/{name}",
+         f"trainjob.trainer.kubeflow.org/{name}"]), again
+    assert versions() == before, again
+    assert _trainjob_complete(co, namespace, name)  # the finished run is not re-run
+
+
+# ---------------------------------------------------------------------------------------------------
 # The release as a Helm user drives it: `-n` without a namespace value, `helm test`, `helm upgrade`
 
 LONG = {ks.POD_COMPLETE_DELAY: "600s"}  # the job stays Running for the whole test
@@ -247,3 +363,39 @@ def test_helm_upgrade_refuses_to_delete_a_running_job(kube_cluster, kube_api, na
     new = load_spec(ROOT / "configs" / "grpo-exp3.yaml", [f"scheduling.namespace={namespace}", "rollout.n=4"])
     new.scheduling.pod_annotations = LONG
     assert _pytorchjobs(co, namespace) == [new.job_name] != [old]
+
+
+def test_trainjob_release_helm_test_and_upgrade_guard(kube_cluster, kube_api, namespace):
+    """backend=trainjob: `helm test` finds the TrainJob's pods scheduled; an upgrade that would delete it is refused."""
+    base = ["--namespace", namespace, "--set", "backend=trainjob",
+            "--set-json", f"scheduling.pod_annotations={json.dumps(LONG)}"]
+    _helm(kube_cluster, "install", "exp", str(CHART), *base, *_local_test_pod(kube_cluster))
+    co = client.CustomObjectsApi(kube_api)
+    [old] = [j["metadata"]["name"] for j in co.list_namespaced_custom_object(*TRAINER, namespace, "trainjobs")["items"]]
+
+    passed = _helm(kube_cluster, "test", "exp", "--namespace", namespace, "--logs", "--timeout", "180s")
+    assert "Phase:          Succeeded" in passed.stdout and f"TrainJob {old}: 1 of 1 pods scheduled" in passed.stdout
+
+    refused = _helm(kube_cluster, "upgrade", "exp", str(CHART), *base, *_local_test_pod(kube_cluster),
+                    "--set", "rollout.n=4", check=False)
+    assert refused.returncode != 0
+    assert f"helm upgrade refused: it would delete trainjob/{old}, which has not finished" in refused.stderr, \
+        refused.stderr
+    names = [j["metadata"]["name"] for j in co.list_namespaced_custom_object(*TRAINER, namespace, "trainjobs")["items"]]
+    assert names == [old]
+    runtimes = co.list_namespaced_custom_object(*TRAINER, namespace, "trainingruntimes")["items"]
+    assert [r["metadata"]["name"] for r in runtimes] == [old]
+
+    # the way on: stop the old run, then upgrade. Helm creates the new runtime before the new TrainJob (one
+    # List) and deletes the old runtime, which Trainer releases (resource-in-use finalizer) once its TrainJob is gone.
+    co.delete_namespaced_custom_object(*TRAINER, namespace, "trainjobs", old)
+    ks.wait_for(lambda: not co.list_namespaced_custom_object(*TRAINER, namespace, "trainjobs")["items"], timeout=60,
+                what="TrainJob deleted")
+    _helm(kube_cluster, "upgrade", "exp", str(CHART), *base, *_local_test_pod(kube_cluster), "--set", "rollout.n=4")
+    new = load_spec(ROOT / "configs" / "grpo-exp3.yaml",
+                    [f"scheduling.namespace={namespace}", "backend=trainjob", "rollout.n=4"])
+    new.scheduling.pod_annotations = LONG
+    assert new.job_name != old
+    for plural in ("trainjobs", "trainingruntimes"):
+        ks.wait_for(lambda: [o["metadata"]["name"] for o in co.list_namespaced_custom_object(
+            *TRAINER, namespace, plural)["items"]] == [new.job_name], timeout=60, what=f"only the new run's {plural}")

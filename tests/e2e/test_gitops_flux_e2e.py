@@ -62,7 +62,7 @@ def _flux_objects(ns: str, url: str) -> list[dict]:
 
 
 def _jobs(info, ns: str) -> dict[str, dict]:
-    items = json.loads(info.kubectl("-n", ns, "get", "pytorchjobs", "-o", "json").stdout)["items"]
+    items = json.loads(info.kubectl("-n", ns, "get", "pytorchjobs", "-o", "json", "--show-managed-fields").stdout)["items"]
     return {j["metadata"]["name"]: j for j in items}
 
 
@@ -184,13 +184,13 @@ def test_commits_start_runs_through_flux_and_flux_never_reruns_prunes_or_overwri
     bad = target / "02-pytorchjob-broken.yaml"
     doc = yaml.safe_load((target / next(p.name for p in target.glob("01-pytorchjob-*.yaml"))).read_text())
     doc["metadata"]["name"] = "grpo-exp3-broken"
-    doc["spec"]["runPolicy"]["cleanPodPolicy"] = "Sometimes"  # not in the CRD's enum
+    doc["spec"]["runPolicy"]["backoffLimit"] = "zero"  # the CRD's schema: an integer
     bad.write_text(yaml.safe_dump(doc))
     kfile = target / "kustomization.yaml"
     k = yaml.safe_load(kfile.read_text())
     k["resources"].append(bad.name)
     kfile.write_text(yaml.safe_dump(k))
-    sha5 = _commit_push(work, "broken: invalid cleanPodPolicy")
+    sha5 = _commit_push(work, "broken: backoffLimit is not an integer")
 
     def refused():
         obj = _kustomization(info, ns)
@@ -198,9 +198,9 @@ def test_commits_start_runs_through_flux_and_flux_never_reruns_prunes_or_overwri
         return obj if obj["status"].get("lastAttemptedRevision", "").endswith(sha5) and r.get("status") == "False" else None
 
     obj = ks.wait_for(refused, timeout=90, interval=1, what="Flux to report the broken commit")
-    assert "cleanPodPolicy" in _ready(obj)["message"], _ready(obj)
+    assert "backoffLimit" in _ready(obj)["message"], _ready(obj)
     assert obj["status"]["lastAppliedRevision"].endswith(sha4)
     assert set(_jobs(info, ns)) == {exp3, exp4}
     assert _jobs(info, ns)[exp4]["metadata"]["uid"] == after[exp4]["metadata"]["uid"]
     rc, out, err = run_launcher(["gitops-status", exp4, "-n", ns], info, runs)
-    assert rc == 0 and "cleanPodPolicy" in out and "False" in out, out + err
+    assert rc == 0 and "backoffLimit" in out and "False" in out, out + err

@@ -1,5 +1,6 @@
 """End-to-end with the real Kueue (v0.17.0, hack/cluster/kueue.sh) on the local control plane (KWOK GPU nodes):
-quota (two experiments against a ClusterQueue that fits one), gang admission of a 2-node job, pre-emption by
+quota (two experiments against a ClusterQueue that fits one), gang admission of a 2-node job (a TrainJob too, through
+Kueue's trainer.kubeflow.org/trainjob integration), pre-emption by
 priority; `launcher status`, `list` and `wait` through queueing. Pods run on KWOK fake nodes (simulated
 trainer); admission, quota and pre-emption are Kueue's own."""
 from __future__ import annotations
@@ -93,9 +94,9 @@ def test_second_experiment_waits_for_quota_then_runs(kube_cluster, queue_ns, tmp
 
 # the holder of the quota is a PyTorchJob in both cases (its KWOK pod runs for as long as it is told; a RayJob's
 # fake dashboard finishes it after 5 s); the job under test is of each backend
-@pytest.mark.parametrize("backend", ["pytorchjob", "rayjob"])
-def test_two_node_job_is_admitted_whole_or_not_at_all(kube_cluster, queue_ns, tmp_path, backend):
-    info, ns, runs = kube_cluster, queue_ns, tmp_path / "runs"
+@pytest.mark.parametrize("backend", ["pytorchjob", "rayjob", "trainjob"])
+def test_two_node_job_is_admitted_whole_or_not_at_all(trainer, queue_ns, tmp_path, backend):
+    info, ns, runs = trainer, queue_ns, tmp_path / "runs"
     first = _submit(info, ns, runs, 3, "25s")  # 2 of the 3 GPUs
     ks.wait_for(lambda: _status(info, ns, runs, first)["kueue"]["state"] == "Admitted", timeout=60, what="admitted")
     gang = ("resources.nodes=2", "resources.gpus_per_node=1")  # 2 pods of 1 GPU: one would fit, both do not
@@ -110,7 +111,8 @@ def test_two_node_job_is_admitted_whole_or_not_at_all(kube_cluster, queue_ns, tm
     st = _status(info, ns, runs, second)
     assert st["kueue"]["state"] == "Finished", st
     # admitted whole: every pod set with all its pods (no partial admission)
-    wl = kq.workload(info, ns, _uid(info, ns, "pytorchjobs" if backend == "pytorchjob" else "rayjobs", second))
+    kind = {"pytorchjob": "pytorchjobs", "rayjob": "rayjobs", "trainjob": "trainjobs.trainer.kubeflow.org"}[backend]
+    wl = kq.workload(info, ns, _uid(info, ns, kind, second))
     want = {ps["name"]: ps["count"] for ps in wl["spec"]["podSets"]}
     got = {a["name"]: a["count"] for a in wl["status"]["admission"]["podSetAssignments"]}
     assert got == want and sum(want.values()) >= 2, (want, got)

@@ -82,8 +82,8 @@ def flux_run(info, ns: str, job: str) -> None:
                  f"kustomize.toolkit.fluxcd.io/namespace={ns}")
 
 
-def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed(kube_cluster, trainer, flux,
-                                                                                  namespace, tmp_path):
+def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed(kube_cluster, flux, namespace,
+                                                                                  tmp_path):
     from launcher.kube import Kube
     from launcher.rbac import CALLS
 
@@ -122,16 +122,16 @@ def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed
     res, ray = submit(2, RUNNING, "backend=rayjob")
     ok(res, "submit --set backend=rayjob")
     ok(launcher("status", ray, "-n", ns), "status of a RayJob")
-    res, tj = submit(2, RUNNING, "backend=trainjob")
-    ok(res, "submit --set backend=trainjob")
-    out, _ = ok(launcher("status", tj, "-n", ns), "status of a TrainJob")
-    assert f"TrainJob {tj}" in out and f"jobset {tj}" in out, out
     # a run Flux applied (labels as kustomize-controller sets them): status and gitops-status read Flux's objects
     flux_run(info, ns, job)
     out, _ = ok(launcher("status", job, "-n", ns), "status of a Flux run")
     assert f"gitops: Flux Kustomization {ns}/grpo-rbac, created by an unknown revision" in out, out
     out, _ = ok(launcher("gitops-status", job, "-n", ns), "gitops-status")
     assert f"source: GitRepository {ns}/grpo-rbac http://127.0.0.1:9/none.git branch main" in out, out
+    res, tj = submit(2, RUNNING, "backend=trainjob")
+    ok(res, "submit --set backend=trainjob")
+    out, _ = ok(launcher("status", tj, "-n", ns), "status of a TrainJob")
+    assert f"TrainJob {tj}" in out and f"jobset {tj}" in out, out
     rc, out, err = launcher("doctor", submit_args(ns, 2, RUNNING)[1], "-n", ns)
     assert "Traceback" not in err and rc in (0, 1), out + err
     assert any(ln.startswith("✓ rbac") for ln in out.splitlines()), out

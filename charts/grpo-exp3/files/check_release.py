@@ -1,7 +1,7 @@
 """`helm test` check of a grpo-exp3 release: its job exists, has not failed, and its pods are scheduled.
 
 Runs in the test pod (templates/tests/check.yaml) with the pod's ServiceAccount token, which the test
-Role allows to read the two job kinds and list pods in the release namespace, nothing else. Inputs
+Role allows to read the three job kinds and list pods in the release namespace, nothing else. Inputs
 come from the environment the template sets; exit 0 and one line per pod on success, exit 1 naming
 what is missing (the job, a pod, or the scheduler's reason) otherwise. Plain `kubernetes` client
 only: the launcher's training image has it, and a check must not depend on the code it checks.
@@ -14,17 +14,22 @@ import sys
 import time
 
 # (group, version, plural) of each job kind the chart renders.
-APIS = {"PyTorchJob": ("kubeflow.org", "v1", "pytorchjobs"), "RayJob": ("ray.io", "v1", "rayjobs")}
+APIS = {"PyTorchJob": ("kubeflow.org", "v1", "pytorchjobs"), "RayJob": ("ray.io", "v1", "rayjobs"),
+        "TrainJob": ("trainer.kubeflow.org", "v1alpha1", "trainjobs")}
+# The conditions that end each kind's job (Kubeflow Trainer v2 says Complete where training-operator says Succeeded).
+DONE = {"PyTorchJob": {"Succeeded": "succeeded", "Failed": "failed"},
+        "TrainJob": {"Complete": "succeeded", "Failed": "failed"}}
 
 
 def job_outcome(kind: str, job: dict) -> tuple[str, str]:
-    """("failed" | "succeeded" | "suspended" | "active", why) of a PyTorchJob or RayJob object."""
+    """("failed" | "succeeded" | "suspended" | "active", why) of a PyTorchJob, RayJob or TrainJob object."""
     status = job.get("status") or {}
-    if kind == "PyTorchJob":
+    if kind in DONE:
         for cond in status.get("conditions") or []:
-            if cond.get("status") == "True" and cond.get("type") in ("Failed", "Succeeded"):
-                return cond["type"].lower(), f"{cond.get('reason', '')}: {cond.get('message', '')}"
-        suspended = (job.get("spec", {}).get("runPolicy") or {}).get("suspend")
+            if cond.get("status") == "True" and cond.get("type") in DONE[kind]:
+                return DONE[kind][cond["type"]], f"{cond.get('reason', '')}: {cond.get('message', '')}"
+        spec = job.get("spec") or {}
+        suspended = (spec.get("runPolicy") or {}).get("suspend") if kind == "PyTorchJob" else spec.get("suspend")
     else:
         deployment, run = status.get("jobDeploymentStatus"), status.get("jobStatus")
         if deployment == "Failed" or run == "FAILED":

@@ -1,7 +1,7 @@
 {{/*
 `helm upgrade` never silently deletes a running job. Changed values are a new run with a new job name
 (the config hash), so an upgrade would make Helm delete the release's old job, and with it a training
-in progress (a PyTorchJob/RayJob spec cannot be changed in place anyway). On upgrade, every job of
+in progress (a PyTorchJob/RayJob/TrainJob spec cannot be changed in place anyway). On upgrade, every job of
 this release (Helm's meta.helm.sh/release-name/-namespace annotations) whose kind/name the new values
 no longer render is looked up; if one has not finished, the upgrade fails before changing anything,
 naming the job and the ways on. A finished job is replaced as usual (its pods go with it).
@@ -12,12 +12,13 @@ naming the job and the ways on. A finished job is replaced as usual (its pods go
 {{- define "grpo-exp3.upgradeGuard" -}}
 {{- if .Release.IsUpgrade -}}
 {{- $ns := include "grpo-exp3.namespace" . -}}
-{{- $newKind := ternary "PyTorchJob" "RayJob" (eq .Values.backend "pytorchjob") -}}
+{{- $jobKinds := (include "grpo-exp3.constants" . | fromJson).jobKinds -}}
+{{- $newKind := (index $jobKinds .Values.backend).kind -}}
 {{- $newName := include "grpo-exp3.instance" . -}}
 {{- $running := list -}}
-{{- range $api := list (list "kubeflow.org/v1" "PyTorchJob") (list "ray.io/v1" "RayJob") -}}
-{{- $apiVersion := index $api 0 -}}
-{{- $kind := index $api 1 -}}
+{{- range $backend := keys $jobKinds | sortAlpha -}}
+{{- $apiVersion := (index $jobKinds $backend).apiVersion -}}
+{{- $kind := (index $jobKinds $backend).kind -}}
 {{- if $.Capabilities.APIVersions.Has (printf "%s/%s" $apiVersion $kind) -}}
 {{- range (index (lookup $apiVersion $kind $ns "") "items") | default list -}}
 {{- $ann := .metadata.annotations | default dict -}}
@@ -36,12 +37,14 @@ naming the job and the ways on. A finished job is replaced as usual (its pods go
 {{- end -}}
 {{- end -}}
 
-{{/* "true" when the job object (argument: dict kind, job) has finished: Succeeded/Failed, or a terminal RayJob. */}}
+{{/* "true" when the job object (argument: dict kind, job) has finished: a PyTorchJob Succeeded/Failed, a
+TrainJob Complete/Failed, or a terminal RayJob. */}}
 {{- define "grpo-exp3.jobFinished" -}}
 {{- $status := .job.status | default dict -}}
-{{- if eq .kind "PyTorchJob" -}}
+{{- if has .kind (list "PyTorchJob" "TrainJob") -}}
+{{- $done := ternary (list "Succeeded" "Failed") (list "Complete" "Failed") (eq .kind "PyTorchJob") -}}
 {{- range $status.conditions | default list -}}
-{{- if and (has .type (list "Succeeded" "Failed")) (eq .status "True") }}true{{ end -}}
+{{- if and (has .type $done) (eq .status "True") }}true{{ end -}}
 {{- end -}}
 {{- else if has ($status.jobDeploymentStatus | default "") (list "Complete" "Failed") -}}
 true

@@ -1,6 +1,7 @@
 {{/*
 Cross-field rules that values.schema.json cannot express: the Helm mirror of spec.check_rules
-(verl's batch arithmetic, name length, GPU type, GPUs for workload grpo, resume/wandb/storage consistency), and with
+(verl's batch arithmetic, name length, GPU type, GPUs for workload grpo, resume/wandb/storage consistency,
+backend trainjob's name and clean-pod policy), and with
 eval.enabled the refusals of `launcher eval` (commands/eval.plan). All problems
 are reported at once, one line each, as `values.<key> must be ..., got <value>`.
 The chart additionally requires scheduling.namespace, when set, to equal the release namespace
@@ -121,6 +122,22 @@ namespace with objects in another confuses `helm list`/`helm uninstall`/`helm te
 {{- end -}}
 {{- if ne (int $sources) 1 -}}
 {{- $errs = append $errs (printf "values.env[%d] must have exactly one of value, secret_key_ref, config_map_key_ref, got %d" $i (int $sources)) -}}
+{{- end -}}
+{{- end -}}
+{{- /* backend trainjob: what Kubeflow Trainer v2.2 and JobSet refuse (spec._trainjob_problems) */ -}}
+{{- if eq $v.backend "trainjob" -}}
+{{- $job := include "grpo-exp3.jobName" . -}}
+{{- if not (regexMatch $c.trainjobNamePattern $job) -}}
+{{- $errs = append $errs (printf "values.name must be a name starting with a letter for backend trainjob (a TrainJob's name is an RFC 1035 label: the CRD refuses one starting with a digit), got %q" $v.name) -}}
+{{- end -}}
+{{- /* spec.trainjob_names: the replicated Job, the last node's hostname, the headless Service */ -}}
+{{- range $what, $name := dict "job" (printf "%s-node-0" $job) "hostname" (printf "%s-node-0-%d" $job (sub $nodes 1)) "service" $job -}}
+{{- if gt (len $name) (int $c.dnsLabelMax) -}}
+{{- $errs = append $errs (printf "values.name must be a shorter name: the JobSet's %s name %s would exceed %v characters, got %q" $what $name $c.dnsLabelMax $v.name) -}}
+{{- end -}}
+{{- end -}}
+{{- if ne $v.run_policy.clean_pod_policy "None" -}}
+{{- $errs = append $errs (printf "values.run_policy.clean_pod_policy must be None for backend trainjob (JobSet has no clean-pod policy: the pods stay until the TrainJob is deleted or run_policy.ttl_seconds_after_finished removes the JobSet), got %q" $v.run_policy.clean_pod_policy) -}}
 {{- end -}}
 {{- end -}}
 {{- $st := $v.storage -}}

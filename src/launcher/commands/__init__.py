@@ -48,7 +48,7 @@ HELP_LINES: dict[str, str] = {
     "logs": "show or follow a run's pod logs (saved under runs/<job>/logs, metrics into runs/<job>/metrics.jsonl)",
     "watch": ("watch a run for stalls, reward/entropy collapse, clip-ratio jumps and "
                "non-finite loss (--on-stall delete)"),
-    "delete": "delete a run (job + its ConfigMap/PVC, found by label) and wait until its pods are gone",
+    "delete": "delete a run (job + its ConfigMap/PVC and a TrainJob's TrainingRuntime, found by label) and wait until its pods are gone",
     "metrics": "parse a saved verl log (or stdin) into metrics.jsonl, metrics.csv and metrics.meta.json",
     "report": "write report.md, report.json and plots for a run from its metrics.jsonl",
     "compare": "compare runs: headline figures, config differences and overlaid plots",

@@ -172,6 +172,13 @@ def _queue(kube, ref) -> dict | None:
             "line": f"LocalQueue {queue}, Workload {wl['metadata']['name']}: {a.line()}"}
 
 
+def _gitops(kube, ref) -> dict | None:
+    """For a run Flux applied (its kustomize.toolkit.fluxcd.io labels): what launcher.gitops says; else None."""
+    from launcher import gitops as G
+
+    return G.describe(kube, ref.obj) if G.flux_owner(ref.obj) else None
+
+
 def _jobset(kube, ref) -> dict | None:
     """The JobSet Kubeflow Trainer made for a TrainJob (same name): its conditions and restarts; None when absent."""
     from launcher.kube import JOBSET, ApiError
@@ -188,13 +195,6 @@ def _jobset(kube, ref) -> dict | None:
     st = obj.get("status") or {}
     return {"name": obj["metadata"]["name"], "restarts": st.get("restarts") or 0,
             "terminalState": st.get("terminalState") or "", "conditions": st.get("conditions") or []}
-
-
-def _gitops(kube, ref) -> dict | None:
-    """For a run Flux applied (its kustomize.toolkit.fluxcd.io labels): what launcher.gitops says; else None."""
-    from launcher import gitops as G
-
-    return G.describe(kube, ref.obj) if G.flux_owner(ref.obj) else None
 
 
 def _events(kube, ref, pods: list[dict], last: int) -> list[dict]:
