@@ -82,8 +82,8 @@ def flux_run(info, ns: str, job: str) -> None:
                  f"kustomize.toolkit.fluxcd.io/namespace={ns}")
 
 
-def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed(kube_cluster, flux, namespace,
-                                                                                  tmp_path):
+def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed(kube_cluster, trainer, flux,
+                                                                                  namespace, tmp_path):
     from launcher.kube import Kube
     from launcher.rbac import CALLS
 
