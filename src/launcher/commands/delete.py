@@ -6,7 +6,7 @@ import argparse
 
 from launcher.commands._cluster import add_cluster_arguments
 
-HELP = "delete a run (job + its ConfigMap/PVC, found by label) and wait until its pods are gone"
+HELP = "delete a run (job + its ConfigMap/PVC and a TrainJob's TrainingRuntime, found by label) and wait until its pods are gone"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
