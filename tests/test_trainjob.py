@@ -296,3 +296,60 @@ def test_watch_follower_reads_every_node_pod_and_ends_on_complete(tmp_path):
     # watches, not polls: the TrainJob kind and the pods each watched
     assert "watch TrainJob" in fk.requests and "watch Pod" in fk.requests
 
+
+
+class _WebhookLagKube:
+    """create() refuses a TrainJob the first `lag` times as Trainer's webhook does while its cache lacks the runtime."""
+
+    def __init__(self, lag: int):
+        self.lag, self.created, self.deleted = lag, [], []
+
+    def create(self, obj, dry_run=False):
+        from launcher.commands.submit import RUNTIME_NOT_CREATED
+        from launcher.kube import ApiError
+
+        if obj["kind"] == "TrainJob" and self.lag > 0:
+            self.lag -= 1
+            raise ApiError(403, f'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request: '
+                                f'{RUNTIME_NOT_CREATED}', f"create TrainJob {obj['metadata']['name']}", "https://x")
+        self.created.append(obj["kind"])
+        return obj
+
+    def delete(self, res, name):
+        self.deleted.append(name)
+
+
+def _trainjob_objects():
+    return _objects()
+
+
+def test_create_all_retries_a_trainjob_until_trainers_cache_has_the_runtime(monkeypatch):
+    from launcher.commands import submit
+
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    kube = _WebhookLagKube(lag=3)
+    job = submit.create_all(kube, _trainjob_objects())
+    assert job["kind"] == "TrainJob" and kube.created[-2:] == ["TrainingRuntime", "TrainJob"] and not kube.deleted
+
+
+def test_create_all_rolls_back_when_the_runtime_never_appears(monkeypatch):
+    from launcher.commands import submit
+    from launcher.kube import ApiError
+
+    clock = iter(range(0, 10_000, 5))
+    monkeypatch.setattr("time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    kube = _WebhookLagKube(lag=10_000)
+    with pytest.raises(ApiError, match="must be created before"):
+        submit.create_all(kube, _trainjob_objects())
+    assert kube.deleted and "TrainJob" not in kube.created  # what it created went again
+
+
+def test_a_trainjob_whose_runtime_this_call_did_not_create_is_not_retried(monkeypatch):
+    from launcher.commands import submit
+    from launcher.kube import ApiError
+
+    monkeypatch.setattr("time.sleep", lambda s: pytest.fail("retried"))
+    objs = [o for o in _trainjob_objects() if o["kind"] != "TrainingRuntime"]
+    with pytest.raises(ApiError):
+        submit.create_all(_WebhookLagKube(lag=1), objs)

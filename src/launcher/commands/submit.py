@@ -307,6 +307,30 @@ def server_dry_run(kube, objects: list[dict], on_notice=lambda m: None) -> list[
     return out
 
 
+# Trainer's webhook reads TrainingRuntimes from its controller's informer cache, which can lag the create of the
+# runtime just before (seen on the local cluster: refused ~0.1 s after the runtime was stored). How long to retry.
+RUNTIME_CACHE_WAIT_S = 20.0
+
+
+def _create_trainjob(kube, obj: dict, created: list[dict]) -> dict:
+    """Create a TrainJob, retrying while Trainer's webhook has not yet seen the TrainingRuntime this call created."""
+    import time
+
+    from launcher.kube import ApiError
+
+    ref = (obj.get("spec") or {}).get("runtimeRef") or {}
+    ours = any(o.get("kind") == ref.get("kind") and o["metadata"]["name"] == ref.get("name") for o in created)
+    deadline, delay = time.monotonic() + RUNTIME_CACHE_WAIT_S, 0.2
+    while True:
+        try:
+            return kube.create(obj)
+        except ApiError as exc:
+            if not ours or RUNTIME_NOT_CREATED not in str(exc) or time.monotonic() + delay > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 2.0)
+
+
 def create_all(kube, objects: list[dict], on_notice=lambda m: None) -> dict:
     """Create in apply order; on a failure delete what this call created, then raise. Returns the job."""
     from launcher.kube import PVC, ApiError, resource_of
@@ -315,7 +339,7 @@ def create_all(kube, objects: list[dict], on_notice=lambda m: None) -> dict:
     try:
         for obj in objects:
             try:
-                out = kube.create(obj)
+                out = _create_trainjob(kube, obj, created) if obj.get("kind") == "TrainJob" else kube.create(obj)
             except ApiError as exc:
                 # a claim is shared by design (same claim_name across runs): reuse it, never delete it
                 if exc.status == 409 and resource_of(obj) is PVC:
