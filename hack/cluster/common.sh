@@ -73,6 +73,13 @@ start_bg() {
   echo $! > "$PIDS/$name.pid"
 }
 
+# wait_ready NAME URL: until URL answers (up to 2 min); fails with the tail of NAME's log if NAME exits or it never does
+wait_ready() {
+  local ok=
+  for _ in $(seq 240); do http_ok "$2" && { ok=1; break; }; pid_alive "$1" || break; sleep 0.5; done
+  [ -n "$ok" ] || { tail -30 "$LOGS/$1.log" >&2; echo "$1 not ready" >&2; exit 1; }
+}
+
 stop_pid() {  # name: TERM, wait up to 10 s, then KILL
   local f="$PIDS/$1.pid" p
   [ -f "$f" ] || return 0

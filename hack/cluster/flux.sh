@@ -21,12 +21,6 @@ flux_ok() {
     pid_alive kustomize-controller && http_ok "http://127.0.0.1:$FLUX_KUSTOMIZE_HEALTH_PORT/readyz"
 }
 
-_wait_ready() {  # NAME URL
-  local ok=
-  for _ in $(seq 240); do http_ok "$2" && { ok=1; break; }; pid_alive "$1" || break; sleep 0.5; done
-  [ -n "$ok" ] || { tail -30 "$LOGS/$1.log" >&2; echo "$1 not ready" >&2; exit 1; }
-}
-
 flux_up() {
   local t0 ssrc ksrc
   t0=$(date +%s)
@@ -41,7 +35,7 @@ flux_up() {
   if ! pid_alive git-server; then
     cp "$HERE/git_server.py" "$CLUSTER_DIR/bin/git_server.py"
     start_bg git-server python3 "$CLUSTER_DIR/bin/git_server.py" "$GIT_ROOT" "$GIT_PORT"
-    _wait_ready git-server "http://127.0.0.1:$GIT_PORT/healthz"
+    wait_ready git-server "http://127.0.0.1:$GIT_PORT/healthz"
   fi
   if ! pid_alive source-controller; then
     ln -sfn "$FLUX_BIN/source-controller" "$CLUSTER_DIR/bin/source-controller"
@@ -50,14 +44,14 @@ flux_up() {
       --metrics-addr="127.0.0.1:$FLUX_SOURCE_METRICS_PORT" --health-addr="127.0.0.1:$FLUX_SOURCE_HEALTH_PORT" \
       --storage-path="$FLUX_DIR/storage" --storage-addr="127.0.0.1:$FLUX_STORAGE_PORT" \
       --storage-adv-addr="127.0.0.1:$FLUX_STORAGE_PORT" --enable-leader-election=false --log-encoding=console
-    _wait_ready source-controller "http://127.0.0.1:$FLUX_SOURCE_HEALTH_PORT/readyz"
+    wait_ready source-controller "http://127.0.0.1:$FLUX_SOURCE_HEALTH_PORT/readyz"
   fi
   if ! pid_alive kustomize-controller; then
     ln -sfn "$FLUX_BIN/kustomize-controller" "$CLUSTER_DIR/bin/kustomize-controller"
     KUBECONFIG="$KUBECONFIG_PATH" RUNTIME_NAMESPACE=$FLUX_NS start_bg kustomize-controller "$CLUSTER_DIR/bin/kustomize-controller" \
       --metrics-addr="127.0.0.1:$FLUX_KUSTOMIZE_METRICS_PORT" --health-addr="127.0.0.1:$FLUX_KUSTOMIZE_HEALTH_PORT" \
       --enable-leader-election=false --no-remote-bases=true --log-encoding=console
-    _wait_ready kustomize-controller "http://127.0.0.1:$FLUX_KUSTOMIZE_HEALTH_PORT/readyz"
+    wait_ready kustomize-controller "http://127.0.0.1:$FLUX_KUSTOMIZE_HEALTH_PORT/readyz"
   fi
   say "flux source-controller $FLUX_SOURCE_VERSION + kustomize-controller $FLUX_KUSTOMIZE_VERSION, git server :$GIT_PORT ready ($(( $(date +%s) - t0 ))s)"
 }

@@ -64,11 +64,10 @@ EOF
 
 # _operator_up NAME BIN READY_FN ARGS...: start one controller and wait until its readyz answers
 _operator_up() {
-  local name=$1 bin=$2 ready=$3 ok=; shift 3
+  local name=$1 bin=$2 ready=$3; shift 3
   ln -sfn "$bin" "$CLUSTER_DIR/bin/$(basename "$bin")"
   KUBECONFIG="$KUBECONFIG_PATH" start_bg "$name" "$CLUSTER_DIR/bin/$(basename "$bin")" "$@"
-  for _ in $(seq 240); do http_ok "$ready" && { ok=1; break; }; pid_alive "$name" || break; sleep 0.5; done
-  [ -n "$ok" ] || { tail -30 "$LOGS/$name.log" >&2; echo "$name not ready" >&2; exit 1; }
+  wait_ready "$name" "$ready"
 }
 
 trainer_up() {
