@@ -487,3 +487,21 @@ def test_feed_lines_batches_like_feed():
     odd = ["step:1 - a\ud800:1.0", "step:2 - a:1.0"] * 3  # a lone surrogate cannot be UTF-8: read line by line
     assert LogParser().feed_lines(odd) == [parse_line(x) for x in odd] == [StepRecord(1, {"a\ud800": 1.0}),
                                                                           StepRecord(2, {"a": 1.0})] * 3
+
+
+_PREFIX_PIECES = st.sampled_from([f"{ESC}[36m", f"{ESC}[0m", "(", ")", "(TaskRunnerV1 pid=6402)", "pid=", "7", " ",
+                                  ", ip=10.0.0.1", "step:", "step:3", "TaskRunner ", ":", "x", "2026-01-01T00:00:00Z ",
+                                  "stdout F "])
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(_PREFIX_PIECES, max_size=6).map("".join), min_size=1, max_size=12))
+def test_remembered_prefixes_strip_as_the_per_line_path_does(heads):
+    """`LogParser` remembers which texts before `step:` are whole prefixes; on any head, fed twice (the second
+    time from the memo), its records are `parse_line`'s line for line."""
+    data = "".join(f"{h}step:{i} - a:0.5 - b:np.int32({i})\n" for i, h in enumerate(heads)).encode()
+    want = _reference_records(data)
+    for _ in range(2):
+        p = LogParser()
+        assert p.feed(data) + p.finish() == want
+        assert p.counters.records + p.counters.noise + p.counters.malformed == len(heads)

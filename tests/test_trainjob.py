@@ -8,6 +8,7 @@ API server with the real Trainer and JobSet webhooks.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -209,8 +210,11 @@ def test_status_shows_trainjob_and_jobset_conditions_and_pod_reasons(monkeypatch
                 {"type": "Failed", "status": "True", "reason": "FailedJobs", "message": "jobset failed"}]}})
     p = pod(f"{job}-node-0-0-x7k2p", job, phase="Failed", container="node", state="terminated")
     p["status"]["containerStatuses"][0]["state"]["terminated"] = {"exitCode": 3, "reason": "Error"}
+    p.setdefault("spec", {})["nodeName"] = "gpu-node-3"
     fk.put(p)
     monkeypatch.setattr(_cluster, "connect", lambda args, namespace=None: fk)
+    assert main(["status", job, "-o", "json"]) == 0
+    assert [q["node"] for q in json.loads(capsys.readouterr().out)["pods"]] == ["gpu-node-3"]
     assert main(["status", job]) == 0
     out = capsys.readouterr().out
     assert f"TrainJob {job}" in out
@@ -219,6 +223,7 @@ def test_status_shows_trainjob_and_jobset_conditions_and_pod_reasons(monkeypatch
     assert f"jobset {job}: restarts=2 terminalState=Failed" in out
     assert "condition Failed=True: FailedJobs jobset failed" in out
     assert "! container node exited 3 (Error)" in out
+    assert f"{job}-node-0-0-x7k2p" in out and "node=gpu-node-3" in out  # the node the pod is bound to
 
 
 def test_delete_removes_the_trainjob_its_runtime_and_configmap(monkeypatch, capsys):

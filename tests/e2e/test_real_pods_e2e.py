@@ -124,28 +124,34 @@ def test_pod_security_seen_from_inside_and_delete_sends_sigterm(real_node, names
         assert ex("test -e /var/run/secrets/kubernetes.io/serviceaccount/token; echo $?").stdout.strip() == "1"
         assert ex("grep -E '^Cap(Eff|Prm):' /proc/self/status").stdout.split()[1::2] == ["0000000000000000"] * 2
 
-        # watch the pod while the job is deleted: its final status must show exit 143 (SIGTERM, not SIGKILL)
-        seen: list[dict] = []
-        stop = threading.Event()
+        # Watch the pod while the job is deleted: its final status must show exit 143 (SIGTERM, not SIGKILL). A
+        # watch from the pod's current resourceVersion sees every update, the short-lived terminated state included,
+        # where polling `kubectl get` could miss it before the pod object is removed.
+        from kubernetes import client, watch
 
-        def watch():
-            while not stop.is_set():
-                p = info.kubectl("-n", ns, "get", "pod", name, "-o", "json", check=False)
-                if p.returncode == 0:
-                    for st in json.loads(p.stdout)["status"].get("containerStatuses") or []:
-                        if st["name"] == "pytorch" and "terminated" in (st.get("state") or {}):
-                            seen.append(st["state"]["terminated"])
-                            return
-                time.sleep(0.2)
+        core = client.CoreV1Api(info.api_client())
+        only = f"metadata.name={name}"
+        since = core.list_namespaced_pod(ns, field_selector=only).metadata.resource_version
+        seen: list = []
+        w = watch.Watch()
 
-        t = threading.Thread(target=watch, daemon=True)
+        def watch_pod():
+            for ev in w.stream(core.list_namespaced_pod, ns, field_selector=only, resource_version=since,
+                               timeout_seconds=170):
+                for st in ev["object"].status.container_statuses or []:
+                    if st.name == "pytorch" and st.state and st.state.terminated:
+                        seen.append(st.state.terminated)
+                        w.stop()
+                        return
+
+        t = threading.Thread(target=watch_pod, daemon=True)
         t.start()
         rc, out, err = run_launcher(["delete", job, "-n", ns], info, runs, timeout=180)
         assert rc == 0, err
-        t.join(timeout=150)
-        stop.set()
+        t.join(timeout=180)
+        w.stop()
         assert seen, "the trainer container's terminated state was never observed"
-        assert seen[0]["exitCode"] == 143, seen[0]
+        assert seen[0].exit_code == 143, seen[0]
     finally:
         follower.terminate()
         follower.communicate(timeout=30)

@@ -79,8 +79,9 @@ def run(args: argparse.Namespace) -> int:
         restarts = sum(int(cs.get("restartCount") or 0) for cs in st.get("containerStatuses") or [])
         problem = J.pod_problem(p)
         line = f"  {p['metadata']['name']:<48} {st.get('phase', '?'):<10} restarts={restarts}"
-        if st.get("nodeName"):
-            line += f" node={st['nodeName']}"
+        node = (p.get("spec") or {}).get("nodeName")  # (set when the pod is bound; a pod's status has no node)
+        if node:
+            line += f" node={node}"
         print(line)
         if problem:
             print(f"    ! {problem}")
@@ -235,7 +236,7 @@ def _emit(kube, ref, state, last_events: int, fmt: str, attempts: list[dict]) ->
         "role": J.short_name(p, ref.name),
         "phase": (p.get("status") or {}).get("phase"),
         "restarts": sum(int(cs.get("restartCount") or 0) for cs in (p.get("status") or {}).get("containerStatuses") or []),
-        "node": (p.get("status") or {}).get("nodeName"),
+        "node": (p.get("spec") or {}).get("nodeName"),
         "problem": J.pod_problem(p),
         "placement": placement.get(p["metadata"]["name"]),
     } for p in pods]

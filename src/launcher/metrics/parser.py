@@ -138,6 +138,18 @@ def _strip_prefixes(line: str) -> str:
     return line
 
 
+# Ray prefixes (`\x1b[36m(TaskRunnerV1 pid=6402)\x1b[0m `) repeat on every line of an actor: `LogParser` matches
+# each distinct text before the first `step:` once. The prefix patterns cannot match across `step:` (`_prefix_only`),
+# so `_strip_prefixes(line)` removes exactly that text whenever it removes it from `head + "step:"`. Timestamped
+# heads (a digit first) differ on every line and are not kept.
+_PREFIX_SEEN: dict[str, bool] = {}
+
+
+def _prefix_only(head: str) -> bool:
+    """True when `head` (the text before a line's first `step:`) is all prefix: a step line begins after it."""
+    return _strip_prefixes(head + _STEP) == _STEP
+
+
 def _parse(line: str):
     """StepRecord, None (noise) or _MALFORMED. Callers should fast-path lines without 'step:'."""
     if not line.startswith(_STEP):
@@ -490,12 +502,20 @@ class LogParser:
         noise = malformed = 0
         steps: list[int] = []
         rests: list[str | None] = []  # None: "step:N" without items
+        seen = _PREFIX_SEEN
         for f in frags:
-            if _STEP not in f:  # fast path: config dump, tqdm, warnings
+            at = f.find(_STEP)
+            if at < 0:  # fast path: config dump, tqdm, warnings
                 noise += 1
                 continue
-            if not f.startswith(_STEP):
-                f = _strip_prefixes(f)
+            if at:
+                head = f[:at]
+                known = seen.get(head)
+                if known is None:
+                    known = _prefix_only(head)
+                    if len(seen) < 4096 and head[:1] in "(\x1b":
+                        seen[head] = known
+                f = f[at:] if known else _strip_prefixes(f)
                 if not f.startswith(_STEP):
                     noise += 1
                     continue
