@@ -243,6 +243,53 @@ def test_delete_removes_the_trainjob_its_runtime_and_configmap(monkeypatch, caps
     assert said[:2] == [f"deleted TrainJob {job} (propagation Foreground)", f"deleted TrainingRuntime {job}"]
 
 
+def test_delete_waits_for_the_runtime_that_trainers_finalizer_holds(monkeypatch, capsys):
+    """Trainer keeps `trainer.kubeflow.org/resource-in-use` on the TrainingRuntime until its TrainJob is gone: the
+    runtime is still there (terminating) after the TrainJob and its pods, and `delete` returns only once it is gone."""
+    import time
+
+    from launcher.cli import main
+    from launcher.commands import _cluster
+
+    class Finalized(FakeKube):
+        held = 3  # LISTs that still find the runtime after its delete was accepted
+
+        def delete(self, res, name, **kw):
+            if res.kind != "TrainingRuntime":
+                return super().delete(res, name, **kw)
+            self.deleted.append((res.kind, name))
+            self.objects[(res.kind, name)]["metadata"]["deletionTimestamp"] = "2026-12-02T00:00:00Z"
+            return True
+
+        def list(self, res, **kw):
+            key = (res.kind, job)
+            if key in self.objects and "deletionTimestamp" in self.objects[key]["metadata"]:
+                self.held -= 1
+                if self.held < 0:
+                    self.objects.pop(key)  # Trainer removed its finalizer
+            return super().list(res, **kw)
+
+    fk = Finalized()
+    job = "exp-abcdef12"
+    labels = {"app.kubernetes.io/name": "verl-grpo", "app.kubernetes.io/instance": job,
+              "app.kubernetes.io/part-of": "grpo-launcher"}
+    fk.put(_tj())
+    fk.put({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainingRuntime",
+            "metadata": {"name": job, "labels": labels}})
+    monkeypatch.setattr(_cluster, "connect", lambda args, namespace=None: fk)
+    monkeypatch.setattr(time, "sleep", lambda s: None)
+    assert main(["delete", job]) == 0
+    assert fk.objects == {} and fk.held == -1  # it polled until the runtime was really gone
+    assert f"{job}: all pods gone, TrainingRuntime gone" in capsys.readouterr().out
+
+    fk.put(_tj())
+    fk.put({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainingRuntime",
+            "metadata": {"name": job, "labels": labels}})
+    fk.held = 10**9  # a runtime that never goes: the wait times out and names it
+    assert main(["delete", job, "--timeout", "0"]) == 1
+    assert "TrainingRuntime still terminating" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("backend", ["pytorchjob", "rayjob"])
 def test_other_backends_render_no_runtime(backend):
     assert "TrainingRuntime" not in [o["kind"] for o in render(load_spec(EXP3, [], backend))]

@@ -25,6 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from launcher.commands._cluster import connect, err
+    from launcher.kube import TRAININGRUNTIME
     from launcher.kube import jobs as J
 
     kube = connect(args)
@@ -38,27 +39,39 @@ def run(args: argparse.Namespace) -> int:
         while True:
             left = J.job_pods(kube, ref)
             job_left = kube.get(ref.resource, ref.name) is not None
-            if not left and not job_left:
+            # Trainer keeps its finalizer (trainer.kubeflow.org/resource-in-use) on a TrainingRuntime until no
+            # TrainJob refers to it: the runtime goes a moment after the TrainJob, and the run is gone only then.
+            # (found by label, as delete_run found it: the role `launcher rbac` renders lists runtimes, never gets)
+            runtime_left = ref.backend == "trainjob" and bool(kube.list(TRAININGRUNTIME, selector=run_selector(ref)))
+            if not left and not job_left and not runtime_left:
                 break
             if time.monotonic() > deadline:
                 err(f"timed out after {args.timeout:g}s: {len(left)} pod(s) still there"
-                    + (", job still terminating" if job_left else ""))
+                    + (", job still terminating" if job_left else "")
+                    + (", TrainingRuntime still terminating" if runtime_left else ""))
                 return 1
             status.update(f"waiting for {ref.name}: {len(left)} pod(s) left"
-                          + (", job terminating (finalizers)" if job_left else ""))
+                          + (", job terminating (finalizers)" if job_left else "")
+                          + (", TrainingRuntime terminating (Trainer's finalizer)" if runtime_left else ""))
             time.sleep(1)
-    print(f"{ref.name}: all pods gone")
+    print(f"{ref.name}: all pods gone" + (", TrainingRuntime gone" if ref.backend == "trainjob" else ""))
     return 0
+
+
+def run_selector(ref) -> str:
+    """The label selector of what a run created besides its job: its labels *and* part-of=grpo-launcher."""
+    from launcher import labels as L
+
+    return f"{L.instance_selector(ref.name)},{L.OWNED_SELECTOR}"
 
 
 def delete_run(kube, ref, *, propagation: str = "Foreground", keep_pvc: bool = False, on_deleted=print) -> None:
     """Delete the job, then the ConfigMap (and PVC) carrying this run's labels *and* part-of=grpo-launcher."""
-    from launcher import labels as L
     from launcher.kube import CONFIGMAP, PVC, TRAININGRUNTIME
 
     kube.delete(ref.resource, ref.name, propagation=propagation)
     on_deleted(f"deleted {ref.resource.kind} {ref.name} (propagation {propagation})")
-    selector = f"{L.instance_selector(ref.name)},{L.OWNED_SELECTOR}"
+    selector = run_selector(ref)
     # A TrainJob's own TrainingRuntime (same name and labels); after the TrainJob, which refers to it.
     extra = [TRAININGRUNTIME] if ref.backend == "trainjob" else []
     for res in extra + [CONFIGMAP] + ([] if keep_pvc else [PVC]):
