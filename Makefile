@@ -5,8 +5,9 @@ PY ?= python3
 VENV ?= .venv
 VPY := $(VENV)/bin/python
 CONFIG ?= configs/grpo-exp3.yaml
-# pytest-xdist workers for the tests that need no cluster (CPU-bound: one per core of CI's 2-core machine)
-TEST_WORKERS ?= 2
+# pytest-xdist workers for the tests that need no cluster. `make test` runs them beside the cluster tests, which mostly
+# wait on pods and controllers (load average 0.6-0.9 on CI's 2 cores): one worker, so the e2e tests keep a core.
+TEST_WORKERS ?= 1
 export PYTHONUNBUFFERED := 1
 
 .PHONY: help
@@ -27,13 +28,19 @@ test: ## Everything CI runs (.ci/run): installs, generated-file checks, scans, t
 	# Three independent installs at once (Go builds are CPU-bound; the image and verl env mostly download and
 	# unpack): about 10 minutes less on a new machine than in sequence (bench/RESULTS.md "CI total").
 	$(MAKE) -j3 --output-sync=target verl-env image-cpu cluster-bins
-	$(MAKE) chart-check manifests-check chart-lint scan
-	# The whole suite in two parts: everything that needs no cluster on $(TEST_WORKERS) workers (CPU-bound: ~13 min
-	# instead of ~25 in one process, bench/RESULTS.md "CI total"), then the cluster tests in one process, in file
-	# order (they share one control plane and its two real nodes; the API-server restart test runs last).
-	$(VPY) -m pytest -q -n $(TEST_WORKERS) -m 'not cluster' --durations=15
-	$(VPY) -m pytest -q -m cluster --durations=15
+	# Two lanes at once (bench/RESULTS.md "CI total"): the checks, scans and the tests that need no cluster (CPU-bound)
+	# beside the cluster tests (one process, in file order: they share one control plane and its two real nodes; the
+	# API-server restart test runs last), which mostly wait. Whole lines: a cut-off run still shows how far each got.
+	$(MAKE) -j2 --output-sync=line test-checks-and-unit test-cluster
 	$(MAKE) client-floor-test  # once, after the suite: the cluster verbs with the oldest allowed kubernetes client
+
+.PHONY: test-checks-and-unit test-cluster
+test-checks-and-unit: ## (part of `make test`, after its installs) generated-file checks, chart-lint, scan, then every test that needs no cluster
+	$(MAKE) chart-check manifests-check chart-lint scan
+	$(VPY) -m pytest -q -n $(TEST_WORKERS) -m 'not cluster' --durations=15
+
+test-cluster: ## (part of `make test`, after its installs) every test that needs the local cluster, which the session fixture starts
+	$(VPY) -m pytest -q -m cluster --durations=15
 
 .PHONY: unit
 unit: setup tools ## Unit and property tests: no cluster, no verl, no CPU image, no fuzzing (needs helm/kubectl from `make tools`, and Go)
