@@ -8,6 +8,10 @@ CONFIG ?= configs/grpo-exp3.yaml
 # pytest-xdist workers for the tests that need no cluster. `make test` runs them beside the cluster tests, which mostly
 # wait on pods and controllers (load average 0.6-0.9 on CI's 2 cores): one worker, so the e2e tests keep a core.
 TEST_WORKERS ?= 1
+# pytest-xdist workers for the cluster tests: they mostly wait (pods, controllers, KWOK's simulated runs), so three run
+# at once on the shared control plane (tests/e2e/conftest.py: the real-node tests on one worker, else by module).
+E2E_WORKERS ?= 3
+E2E_LAST := tests/e2e/test_zz_apiserver_restart_e2e.py
 export PYTHONUNBUFFERED := 1
 
 .PHONY: help
@@ -29,18 +33,22 @@ test: ## Everything CI runs (.ci/run): installs, generated-file checks, scans, t
 	# unpack): about 10 minutes less on a new machine than in sequence (bench/RESULTS.md "CI total").
 	$(MAKE) -j3 --output-sync=target verl-env image-cpu cluster-bins
 	# Two lanes at once (bench/RESULTS.md "CI total"): the checks, scans and the tests that need no cluster (CPU-bound)
-	# beside the cluster tests (one process, in file order: they share one control plane and its two real nodes; the
-	# API-server restart test runs last), which mostly wait. Whole lines: a cut-off run still shows how far each got.
+	# beside the cluster tests, which mostly wait. Whole lines: a cut-off run still shows how far each got.
 	$(MAKE) -j2 --output-sync=line test-checks-and-unit test-cluster
-	$(MAKE) client-floor-test  # once, after the suite: the cluster verbs with the oldest allowed kubernetes client
 
-.PHONY: test-checks-and-unit test-cluster
+.PHONY: test-checks-and-unit test-cluster test-cluster-shared
 test-checks-and-unit: ## (part of `make test`, after its installs) generated-file checks, chart-lint, scan, then every test that needs no cluster
 	$(MAKE) chart-check manifests-check chart-lint scan
 	$(VPY) -m pytest -q -n $(TEST_WORKERS) -m 'not cluster' --durations=15
 
 test-cluster: ## (part of `make test`, after its installs) every test that needs the local cluster, which the session fixture starts
-	$(VPY) -m pytest -q -m cluster --durations=15
+	# The cluster tests on E2E_WORKERS workers beside the cluster verbs with the oldest allowed kubernetes client; then,
+	# alone, the one test that takes the shared API server down.
+	$(MAKE) -j2 --output-sync=line test-cluster-shared client-floor-test
+	$(VPY) -m pytest -q -m cluster $(E2E_LAST)
+
+test-cluster-shared: ## The cluster tests that can share the control plane, on E2E_WORKERS pytest-xdist workers
+	$(VPY) -m pytest -q -m cluster -n $(E2E_WORKERS) --dist loadgroup --ignore=$(E2E_LAST) --durations=40
 
 .PHONY: unit
 unit: setup tools ## Unit and property tests: no cluster, no verl, no CPU image, no fuzzing (needs helm/kubectl from `make tools`, and Go)
