@@ -24,7 +24,10 @@ $(VPY):
 
 .PHONY: setup
 setup: $(VPY) ## Create .venv and install the launcher with its test extras
-	$(VPY) -m pip install -q -e '.[test]'
+	# The tracking clients at the image's versions (docker/requirements-tracking.lock), not whatever PyPI has newest
+	# today: tests/test_tracking_lock.py checks the image's pins against their metadata.
+	grep -E '^[A-Za-z0-9][A-Za-z0-9._-]*==' docker/requirements-tracking.lock | sed 's/[ \\].*//' > $(VENV)/tracking-constraints.txt
+	$(VPY) -m pip install -q -e '.[test]' -c $(VENV)/tracking-constraints.txt
 
 .PHONY: test
 test: ## Everything CI runs (.ci/run): installs, generated-file checks, scans, then the whole pytest suite
