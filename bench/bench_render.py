@@ -6,6 +6,11 @@ median of --reps repetitions is reported, with the ratio launcher/helm (< 1: the
 For information it also times, in this process, spec loading + render + YAML dump (what the CLI does
 after start-up), and the Python start-up floor: `python -c pass` and `python -c "import launcher.render"`.
 
+The launcher runs twice per rep: as installed, with its bytecode cached (pip compiles every module at
+install time; here the .pyc files go to a temporary PYTHONPYCACHEPREFIX, written by a warm-up run),
+and straight from the source tree when PYTHONDONTWRITEBYTECODE is set (as on the dev boxes, where
+each start recompiles every launcher module it imports). The ratio is given for both.
+
     .venv/bin/python bench/bench_render.py [--config configs/grpo-exp3.yaml] [--backend B] [--reps 21] \\
         [--before OLD/src]
 
@@ -47,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import gen_chart
-    from launcher.config import load_spec
+    from launcher.config import load_spec_view
     from launcher.render import render, to_yaml
 
     helm = tool("helm")
@@ -60,44 +65,47 @@ def main(argv: list[str] | None = None) -> int:
         values.write_text(gen_chart.values_text(gen_chart.values_for_config(args.config, [], args.backend), args.config))
         launcher_cmd = [py, "-m", "launcher", "render", args.config, *backend]
         env["PYTHONPATH"] = str(ROOT / "src")
-        before_env = {**env, "PYTHONPATH": args.before} if args.before else None
+        source_env = {**env, "PYTHONDONTWRITEBYTECODE": "1"}
+        pyc_env = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        pyc_env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pyc")
         helm_cmd = [helm, "template", "grpo-exp3", str(CHART), "-f", str(values)]
-        # same objects? (cheap sanity check: the parity tests prove it properly)
-        for cmd in (launcher_cmd, helm_cmd):
-            _time(cmd, env)  # warm the page cache for both binaries
-        t_launcher, t_before, t_helm, t_pass, t_import = [], [], [], [], []
+        # name -> (command, environment), timed in this order within each rep
+        runs = {
+            "launcher render": (launcher_cmd, pyc_env),
+            **({"launcher render, before": (launcher_cmd, {**pyc_env, "PYTHONPATH": args.before})} if args.before else {}),
+            "launcher render, no bytecode": (launcher_cmd, source_env),
+            **({"launcher render, no bytecode, before": (launcher_cmd, {**source_env, "PYTHONPATH": args.before})}
+               if args.before else {}),
+            "helm template": (helm_cmd, env),
+            "python -c pass": ([py, "-c", "pass"], pyc_env),
+            "python -c 'import launcher.render, launcher.config'":
+                ([py, "-c", "import launcher.render, launcher.config"], pyc_env),
+        }
+        for cmd, run_env in runs.values():
+            _time(cmd, run_env)  # warm the page cache and write the bytecode of the cached runs
+        times: dict[str, list[float]] = {name: [] for name in runs}
         for _ in range(args.reps):
-            t_launcher.append(_time(launcher_cmd, env))
-            if before_env:
-                t_before.append(_time(launcher_cmd, before_env))
-            t_helm.append(_time(helm_cmd, env))
-            t_pass.append(_time([py, "-c", "pass"]))
-            t_import.append(_time([py, "-c", "import launcher.render, launcher.config"]))
+            for name, (cmd, run_env) in runs.items():
+                times[name].append(_time(cmd, run_env))
 
     t_inproc = []
     for _ in range(args.reps):
         t = time.perf_counter()
-        to_yaml(render(load_spec(args.config, backend=args.backend)))
+        to_yaml(render(load_spec_view(args.config, backend=args.backend)))
         t_inproc.append(time.perf_counter() - t)
 
     med = statistics.median
-    rows = [
-        ("launcher render (subprocess)", med(t_launcher), min(t_launcher)),
-        *([(f"launcher render from {args.before} (subprocess)", med(t_before), min(t_before))] if t_before else []),
-        ("helm template (subprocess)", med(t_helm), min(t_helm)),
-        ("python -c pass", med(t_pass), min(t_pass)),
-        ("python -c 'import launcher.render, launcher.config'", med(t_import), min(t_import)),
-        ("in-process load_spec + render + to_yaml", med(t_inproc), min(t_inproc)),
-    ]
+    times["in-process load_spec_view + render + to_yaml"] = t_inproc
     print(f"config {args.config} backend {args.backend or 'from config'}, {args.reps} reps, {os.cpu_count()} CPUs, "
-          f"load average {os.getloadavg()[0]:.1f}")
+          f"load average {os.getloadavg()[0]:.1f}" + (f"; before: {args.before}" if args.before else ""))
     print(f"{'what':62s} {'median ms':>10s} {'min ms':>8s}")
-    for name, m, lo in rows:
-        print(f"{name:62s} {m * 1000:10.1f} {lo * 1000:8.1f}")
-    ratio = med(t_launcher) / med(t_helm)
-    print(f"ratio launcher/helm (median wall): {ratio:.2f}x  ({'faster' if ratio < 1 else 'slower'} than helm)")
-    if t_before:
-        print(f"ratio before/helm (median wall): {med(t_before) / med(t_helm):.2f}x")
+    for name, values in times.items():
+        print(f"{name:62s} {med(values) * 1000:10.1f} {min(values) * 1000:8.1f}")
+    helm_median = med(times["helm template"])
+    for name in runs:
+        if name.startswith("launcher render"):
+            ratio = med(times[name]) / helm_median
+            print(f"ratio {name}/helm (median wall): {ratio:.2f}x  ({'faster' if ratio < 1 else 'slower'} than helm)")
     return 0
 
 

@@ -6,6 +6,10 @@ source tree (e.g. an export of main's src/), interleaved rep by rep; medians are
 before/after. `list` talks to $KUBECONFIG's cluster (default: the local one) in the `default` namespace,
 so what it measures is start-up plus one LIST per backend.
 
+Each command is timed as installed (bytecode cached: pip compiles at install time; here the .pyc files
+go to a temporary PYTHONPYCACHEPREFIX, written by a warm-up run) and from the source tree with
+PYTHONDONTWRITEBYTECODE=1 (as on the dev boxes: every start recompiles each launcher module it imports).
+
     .venv/bin/python bench/bench_startup.py [--reps 5] [--before OLD/src]
 """
 
@@ -16,6 +20,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,22 +39,29 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     os.environ.setdefault("KUBECONFIG", str(Path.home() / ".cache" / "grpo-launcher" / "cluster" / "kubeconfig"))
     trees = {"after": str(ROOT / "src"), **({"before": a.before} if a.before else {})}
-    times: dict[tuple[str, str], list[float]] = {}
-    for _ in range(a.reps):
-        for name, args in COMMANDS.items():
-            for tag, src in trees.items():
-                t = time.perf_counter()
-                subprocess.run([sys.executable, "-m", "launcher", *args], capture_output=True,
-                               env={**os.environ, "PYTHONPATH": src})
-                times.setdefault((name, tag), []).append(time.perf_counter() - t)
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    times: dict[tuple[str, str, str], list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        modes = {"bytecode cached": {**base, "PYTHONPYCACHEPREFIX": tmp},
+                 "no bytecode": {**base, "PYTHONDONTWRITEBYTECODE": "1"}}
+        for rep in range(a.reps + 1):  # rep 0 warms the page cache and writes the bytecode
+            for name, args in COMMANDS.items():
+                for mode, env in modes.items():
+                    for tag, src in trees.items():
+                        t = time.perf_counter()
+                        subprocess.run([sys.executable, "-m", "launcher", *args], capture_output=True,
+                                       env={**env, "PYTHONPATH": src})
+                        if rep:
+                            times.setdefault((name, mode, tag), []).append(time.perf_counter() - t)
     print(f"{a.reps} reps, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     for name in COMMANDS:
-        after = statistics.median(times[(name, "after")])
-        line = f"{name:34s} after {after * 1000:7.1f} ms"
-        if a.before:
-            before = statistics.median(times[(name, "before")])
-            line += f"   before {before * 1000:7.1f} ms   before/after {before / after:.1f}x"
-        print(line)
+        for mode in modes:
+            after = statistics.median(times[(name, mode, "after")])
+            line = f"{name:34s} {mode:16s} after {after * 1000:7.1f} ms"
+            if a.before:
+                before = statistics.median(times[(name, mode, "before")])
+                line += f"   before {before * 1000:7.1f} ms   before/after {before / after:.1f}x"
+            print(line)
     return 0
 
 

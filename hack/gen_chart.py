@@ -4,6 +4,10 @@
     hack/gen_chart.py chart [--chart-dir DIR]      write Chart.yaml, values.yaml, values.schema.json,
                                                    templates/_generated.tpl (what `make chart` runs)
     hack/gen_chart.py check [--chart-dir DIR]      exit 1 naming each stale file (`make chart-check`)
+
+Both also write (check) the render fast path's generated modules, `src/launcher/_spec_plan.py` (the
+spec's validation plan: launcher.spec_plan) and `src/launcher/_templates_compiled.py` (templates/*.j2
+as Python: launcher.template_compile).
     hack/gen_chart.py values CONFIG [--set k=v ...] [--backend B] [-o FILE]
                                                    the values file that makes the chart render CONFIG
 
@@ -46,6 +50,7 @@ from launcher import gpu_select as G  # noqa: E402
 from launcher import labels as L  # noqa: E402
 from launcher import render as R  # noqa: E402
 from launcher import spec as S  # noqa: E402
+from launcher import spec_plan, template_compile  # noqa: E402
 from launcher.config import load_spec  # noqa: E402
 
 CHART_NAME = "grpo-exp3"
@@ -628,13 +633,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "chart":
         for path in write_chart(args.chart_dir):
             print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+        # the render fast path's generated modules derive from the same spec and templates: kept fresh together
+        spec_plan.main([])
+        template_compile.main([])
         return 0
     if args.cmd == "check":
         stale = stale_files(args.chart_dir)
         for rel, diff in stale.items():
             print(f"STALE: {args.chart_dir / rel} differs from the spec; run `{REGEN}` and commit the result\n{diff}",
                   file=sys.stderr)
-        return 1 if stale else 0
+        fast_path_stale = spec_plan.main(["--check"]) | template_compile.main(["--check"])
+        return 1 if stale or fast_path_stale else 0
     text = values_text(values_for_config(args.config, args.sets, args.backend), args.config)
     if args.output:
         args.output.write_text(text)

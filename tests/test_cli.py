@@ -108,6 +108,15 @@ def _modules_after(argv: list[str]) -> set[str]:
     return set(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+def test_render_and_validate_build_no_pydantic_model_and_import_no_jinja2():
+    """A plainly valid config renders on the fast path: launcher.fastspec's view, the compiled templates."""
+    for argv in (["render", EXP3], ["validate", EXP3, "--show-overrides"], ["render", EXP3, "--backend", "rayjob"]):
+        mods = _modules_after(argv)
+        assert "launcher.fastspec" in mods and not mods & {"pydantic", "jinja2", "launcher.spec"}, (argv, mods)
+    # what fastspec cannot judge (here a str for an int, which pydantic coerces) still goes through pydantic
+    assert "pydantic" in _modules_after(["render", EXP3, "--set", "rollout.n='2'"])
+
+
 def test_help_imports_no_verb_and_a_verb_imports_only_itself():
     mods = _modules_after(["--help"])
     assert not {m for m in mods if m.startswith("launcher.commands.") and m != "launcher.commands"}, mods

@@ -10,13 +10,15 @@ from __future__ import annotations
 import copy
 import re
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import yaml
-from pydantic import ValidationError
 
 from launcher.errors import BadInput
-from launcher.spec import ExperimentSpec, Problem, check_rules, format_problems, problems_from_pydantic
+
+if TYPE_CHECKING:  # pydantic is imported only when a config is validated with it (spec_from_raw)
+    from launcher.fastspec import SpecView
+    from launcher.spec import ExperimentSpec, Problem
 
 MAX_CONFIG_BYTES = 1 << 20  # 1 MiB: a real config is a few KiB
 MAX_DEPTH = 32
@@ -193,6 +195,10 @@ def _path_text(path: list[str | int]) -> str:
 
 def spec_from_raw(raw: dict, source: str = "config") -> ExperimentSpec:
     """Validate a plain mapping into an `ExperimentSpec`, raising one `BadInput` listing every problem."""
+    from pydantic import ValidationError
+
+    from launcher.spec import ExperimentSpec, check_rules, problems_from_pydantic
+
     try:
         spec = ExperimentSpec.model_validate(raw)
     except ValidationError as exc:
@@ -204,17 +210,44 @@ def spec_from_raw(raw: dict, source: str = "config") -> ExperimentSpec:
 
 
 def _invalid(source: str, problems: list[Problem]) -> BadInput:
+    from launcher.spec_rules import format_problems
+
     return BadInput(f"{source}: invalid experiment config ({len(problems)} problem(s)):\n{format_problems(problems)}")
 
 
 def load_spec(path: str | Path, sets: Iterable[str] = (), backend: str | None = None) -> ExperimentSpec:
     """The one way every verb turns CONFIG [--set ...] [--backend ...] into a validated spec."""
+    return spec_from_raw(_raw_for(path, sets, backend), str(path))
+
+
+def load_spec_view(path: str | Path, sets: Iterable[str] = (), backend: str | None = None) -> ExperimentSpec | SpecView:
+    """`load_spec` for verbs that only read the spec (`render`, `validate`): without pydantic when it can.
+
+    A config that `launcher.fastspec` can judge exactly comes back as its read-only view (same data, same
+    derived properties, same `check_rules` verdicts), built without importing pydantic; any other config
+    goes through `load_spec`'s pydantic validation, so every error message is pydantic's and the model's.
+    """
+    from launcher import fastspec
+
+    raw = _raw_for(path, sets, backend)
+    spec = fastspec.load(raw)
+    if spec is None:
+        return spec_from_raw(raw, str(path))
+    from launcher.spec_rules import check_rules
+
+    problems = check_rules(spec)
+    if problems:
+        raise _invalid(str(path), problems)
+    return spec
+
+
+def _raw_for(path: str | Path, sets: Iterable[str], backend: str | None) -> dict:
     raw = apply_sets(load_raw(path), sets)
     if backend:
         raw["backend"] = backend
-    return spec_from_raw(raw, str(path))
+    return raw
 
 
-def dump_spec(spec: ExperimentSpec) -> str:
+def dump_spec(spec: ExperimentSpec | SpecView) -> str:
     """The resolved config as YAML (what the ConfigMap carries and `runs/<name>/spec.yaml` holds)."""
     return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False, allow_unicode=True, width=1000)

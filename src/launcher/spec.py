@@ -11,17 +11,47 @@ Validation happens in two layers:
   verdicts are meant to agree with verl's own `validate_config` (tests/verl prove it on a table).
 
 Both layers report `Problem(field, expected, got)`, rendered as one line each by `format_problems`.
+
+The parts that need no pydantic live beside it and are re-exported here: the rules, `Problem` and the
+constants in `spec_rules`, the derived properties (paths, counts, the config hash) in `spec_derived`.
+`launcher render` and `validate` use them on `fastspec`'s views, which follow `_spec_plan`, a
+transcription of this model's core schema (`spec_plan` generates it; a test fails when it is stale),
+and fall back to this model for anything the plan cannot judge exactly.
 """
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints, ValidationError
 
-from launcher.gpu_select import TABLE as GPU_TABLE
+from launcher.spec_derived import (
+    AlgorithmDerived,
+    DataDerived,
+    ExperimentDerived,
+    ResourcesDerived,
+    TrainerDerived,
+)
+
+# The rules and constants live in a pydantic-free module (the render fast path runs them on fastspec's views);
+# they are re-exported here, where every other module has always found them.
+from launcher.spec_rules import (  # noqa: F401
+    BACKENDS,
+    GPU_PRODUCTS,
+    HASH_LEN,
+    JOB_NAME_MAX,
+    NAME_MAX,
+    RESERVED_ENV,
+    RESERVED_ENV_PREFIX,
+    TRAINJOB_NAME_PATTERN,
+    WORKLOADS,
+    Problem,
+    _Redacted,
+    _show,
+    check_rules,
+    format_problems,
+    trainjob_names,
+)
 
 # Kubernetes quantities ("16", "500m", "128Gi", "1.5e3"): the apimachinery grammar, simplified to
 # what a user writes. Anything else would be refused by the API server only at submit time.
@@ -58,18 +88,6 @@ AnnotationValue = Annotated[
     str, StringConstraints(pattern=rf"^[^\x00-\x08\x0b-\x1f{_UNPRINTABLE_REST}]*$", max_length=4096)
 ]
 
-# The job name is `<name>-<hash>`; the operators then add suffixes. KubeRay refuses RayJob names
-# longer than 47 characters (it derives the RayCluster and Service names from them), the
-# training-operator names pods `<job>-worker-<i>`, and JobSet (Trainer v2) gives each node the
-# hostname `<job>-node-0-<i>` (≤ 63) and the pod name `<job>-node-0-<i>-<5 random>`, so 47 is the
-# budget on every backend.
-JOB_NAME_MAX = 47
-HASH_LEN = 8
-NAME_MAX = JOB_NAME_MAX - HASH_LEN - 1  # 38
-
-# GPU types a user names, mapped to the value of the NVIDIA GPU feature-discovery label
-# `nvidia.com/gpu.product` (gpu_label_scheme gfd). Every scheme's labels: launcher.gpu_select.TABLE.
-GPU_PRODUCTS: dict[str, str] = {t: reqs[0].values[0] for t, reqs in GPU_TABLE["gfd"].items()}
 GpuLabelScheme = Literal["gfd", "gke", "karpenter", "aks"]
 AFFINITY_KEYS = ("nodeAffinity", "podAffinity", "podAntiAffinity")
 
@@ -93,7 +111,7 @@ class ModelSpec(_Model):
     trust_remote_code: bool = Field(False, description="Allow model code from the hub (verl's trust_remote_code).")
 
 
-class DataSpec(_Model):
+class DataSpec(DataDerived, _Model):
     """Dataset, batch size and sequence lengths (verl's `data.*`)."""
 
     dataset: Literal["gsm8k"] = Field("gsm8k", description="Dataset preset; GSM8K is the one supported today.")
@@ -117,16 +135,9 @@ class DataSpec(_Model):
     )
     val_max_samples: int | None = Field(None, ge=1, le=10_000_000, description="Limit the validation set (null: all of it).")
 
-    @property
-    def train_path(self) -> str:
-        return self.train_files or f"{self.dir}/train.parquet"
-
-    @property
-    def val_path(self) -> str:
-        return self.val_files or f"{self.dir}/test.parquet"
 
 
-class AlgorithmSpec(_Model):
+class AlgorithmSpec(AlgorithmDerived, _Model):
     """GRPO and its knobs (verl's `algorithm.*` and the actor's KL/entropy terms)."""
 
     adv_estimator: Literal["grpo"] = Field("grpo", description="Advantage estimator; this tool runs GRPO.")
@@ -138,10 +149,6 @@ class AlgorithmSpec(_Model):
     kl_loss_type: Literal["kl", "abs", "mse", "low_var_kl", "full"] = Field("low_var_kl", description="KL estimator.")
     entropy_coeff: float = Field(0.0, ge=0, le=100, description="Entropy bonus coefficient (0: none).")
 
-    @property
-    def needs_reference(self) -> bool:
-        """verl creates a reference-policy worker only when a KL term is used."""
-        return self.use_kl_in_reward or self.use_kl_loss
 
 
 class RolloutSpec(_Model):
@@ -170,7 +177,7 @@ class ActorSpec(_Model):
     use_remove_padding: bool = Field(True, description="Pack sequences without padding (needs flash-attn).")
 
 
-class TrainerSpec(_Model):
+class TrainerSpec(TrainerDerived, _Model):
     """Loop length, checkpoints and logging (verl's `trainer.*`)."""
 
     project_name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]+$", max_length=128)] = Field(
@@ -204,12 +211,9 @@ class TrainerSpec(_Model):
     resume_from_path: AbsPath | None = Field(None, description="A global_step_N directory, with resume_mode=resume_path.")
     max_actor_ckpt_to_keep: int | None = Field(None, ge=1, le=100_000, description="Rotate old checkpoints (null: keep all).")
 
-    @property
-    def effective_save_freq(self) -> int:
-        return self.total_training_steps if self.save_freq is None else self.save_freq
 
 
-class ResourcesSpec(_Model):
+class ResourcesSpec(ResourcesDerived, _Model):
     """What each training pod asks Kubernetes for."""
 
     nodes: int = Field(1, ge=1, le=1024, description="Pods (one per node); >1 forms one Ray cluster across them.")
@@ -243,27 +247,6 @@ class ResourcesSpec(_Model):
     head_cpu: Quantity = Field("4", description="RayJob only: CPU of the Ray head pod (runs the verl driver).")
     head_memory: Quantity = Field("16Gi", description="RayJob only: memory of the Ray head pod.")
 
-    @property
-    def total_gpus(self) -> int:
-        return self.nodes * self.gpus_per_node
-
-    @property
-    def workers_per_node(self) -> int:
-        """Data-parallel workers per pod for verl's batch arithmetic: its GPUs, or 1 for a CPU-only pod.
-
-        A CPU pod (workload smoke) still composes and validates verl's config; the smoke workload
-        substitutes `trainer.n_gpus_per_node=1` there, and `check_rules` uses the same count.
-        """
-        return self.gpus_per_node or 1
-
-    @property
-    def cpu_only(self) -> bool:
-        return self.gpus_per_node == 0
-
-    @property
-    def gpu_product(self) -> str | None:
-        """The gfd product label value of gpu_type (None: any GPU, or a type gfd does not know)."""
-        return GPU_PRODUCTS.get(self.gpu_type) if self.gpu_type else None
 
 
 class StorageSpec(_Model):
@@ -361,28 +344,6 @@ class SecretsSpec(_Model):
     image_pull_secrets: list[DnsSubdomain] = Field([], description="Secrets for pulling the image.")
 
 
-# Environment variables the launcher (or, for it, the operator) sets in the pods: `env:` may not
-# override them. tests/test_tracking_spec.py proves that every name `render` and the entrypoint set
-# is listed here, so the list cannot fall behind the code.
-RESERVED_ENV: frozenset[str] = frozenset({
-    # render._env_vars
-    "LAUNCHER_SPEC", "PYTHONUNBUFFERED", "HOME", "POD_NAME", "POD_NAMESPACE", "POD_IP", "NCCL_DEBUG",
-    "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME", "HF_HOME", "RAY_COLOR_PREFIX", "RAY_DEDUP_LOGS",
-    "VERL_FILE_LOGGER_PATH", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN",
-    "WANDB_API_KEY", "RAY_AUTH_TOKEN",
-    # tracking (render and entrypoint.tracking): use the tracking section instead
-    "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_RUN_ID", "MLFLOW_TRACKING_USERNAME",
-    "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "TENSORBOARD_DIR", "WANDB_PROJECT", "WANDB_ENTITY",
-    "WANDB_BASE_URL", "WANDB_NAME", "WANDB_RUN_ID", "WANDB_RESUME", "WANDB_DIR",
-    # entrypoint.environment.env_for
-    "RAY_USAGE_STATS_ENABLED", "RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES", "RAY_AUTH_MODE",
-    # set by the operators for the entrypoint (training-operator, KubeRay's `ray job submit`, Kubeflow
-    # Trainer v2's torch plugin, which also refuses them in a TrainJob: constants.TorchRunReservedEnvNames)
-    "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "RAY_ADDRESS",
-    "PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT",
-})
-# Any LAUNCHER_* name is the launcher's own (LAUNCHER_ATTEMPT, LAUNCHER_CHILD_CMD, ...).
-RESERVED_ENV_PREFIX = "LAUNCHER_"
 
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=253)]
 # A tracking server address: http(s), no user:password@ in it (credentials go in Secret references).
@@ -492,11 +453,9 @@ class SmokeSpec(_Model):
     )
 
 
-BACKENDS = ("pytorchjob", "rayjob", "trainjob")
-WORKLOADS = ("grpo", "smoke")
 
 
-class ExperimentSpec(_Model):
+class ExperimentSpec(ExperimentDerived, _Model):
     """A verl GRPO experiment and the Kubernetes job that runs it."""
 
     name: DnsLabel = Field(description="Experiment name; the job is <name>-<config hash>.")
@@ -535,84 +494,9 @@ class ExperimentSpec(_Model):
         "names the launcher sets are refused.",
     )
 
-    def config_hash(self) -> str:
-        """Short content hash of the whole spec: a changed config is a new run (and job name).
-
-        The canonical text is Go's `encoding/json` form (`launcher.canonical`) so that the Helm chart
-        computes the same hash with `toJson | sha256sum` (charts/grpo-exp3, tests/test_chart_parity.py).
-        """
-        from launcher import canonical
-
-        return hashlib.sha256(canonical.dumps(self.model_dump(mode="json")).encode()).hexdigest()[:HASH_LEN]
-
-    @property
-    def job_name(self) -> str:
-        return f"{self.name}-{self.config_hash()}"
-
-    @property
-    def checkpoint_path(self) -> str:
-        """Per-run checkpoint directory (`<checkpoint_dir>/<project_name>/<job name>`): the job name carries the
-        config hash, so a run resumes only its own steps and two different configs never share a directory."""
-        return f"{self.trainer.checkpoint_dir}/{self.trainer.project_name}/{self.job_name}"
-
-    @property
-    def loggers(self) -> list[str]:
-        """verl's `trainer.logger`: the configured list plus every enabled tracker, in a stable order."""
-        out = list(self.trainer.logger)
-        tr = self.tracking
-        for name, on in (("mlflow", tr.mlflow.enabled), ("tensorboard", tr.tensorboard.enabled),
-                         ("wandb", tr.wandb.enabled)):
-            if on and name not in out:
-                out.append(name)
-        return out
-
-    @property
-    def tensorboard_dir(self) -> str:
-        """TENSORBOARD_DIR in the pods (on the run's volume)."""
-        return self.tracking.tensorboard.log_dir or f"{self.checkpoint_path}/tensorboard"
-
-    @property
-    def mlflow_experiment(self) -> str:
-        """The MLflow experiment: tracking.mlflow.experiment, else verl's choice (the project name)."""
-        return self.tracking.mlflow.experiment or self.trainer.project_name
-
-    @property
-    def mlflow_run_name(self) -> str:
-        """The MLflow run name: tracking.mlflow.run_name, else verl's choice (the experiment's name)."""
-        return self.tracking.mlflow.run_name or self.name
-
-    @property
-    def wandb_api_key(self) -> SecretRef | None:
-        return self.tracking.wandb.api_key or self.secrets.wandb_api_key
-
 
 # --------------------------------------------------------------------------------------------------
-# Problems and their messages
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One validation failure: which field, what was expected, what was given."""
-
-    field: str
-    expected: str
-    got: Any
-
-    def __str__(self) -> str:
-        # A field path built from a user's mapping key may hold control characters: escape them so
-        # the message stays one line.
-        field = self.field if self.field.isprintable() else self.field.encode("unicode_escape").decode()
-        return f"{field}: expected {self.expected}, got {_show(self.got)}"
-
-
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def format_problems(problems: list[Problem]) -> str:
-    """One line per problem, prefixed for a terminal."""
-    return "\n".join(f"  - {p}" for p in problems)
+# pydantic's errors as `Problem`s (the rest of the messages: launcher.spec_rules)
 
 
 def problems_from_pydantic(exc: ValidationError) -> list[Problem]:
@@ -644,10 +528,6 @@ def problems_from_pydantic(exc: ValidationError) -> list[Problem]:
 _SECRET_FIELDS = frozenset({"username", "password", "token", "api_key", "secret_key_ref"})
 
 
-class _Redacted(str):
-    def __repr__(self) -> str:
-        return str(self)
-
 
 def _expected_from_pydantic(err: dict) -> str:
     ctx = err.get("ctx") or {}
@@ -661,217 +541,6 @@ def _expected_from_pydantic(err: dict) -> str:
             return f"a number {word} {ctx[bound]}"
     return err["msg"][0].lower() + err["msg"][1:]
 
-
-def check_rules(spec: ExperimentSpec) -> list[Problem]:
-    """Cross-field rules: verl's batch arithmetic and Kubernetes naming.
-
-    The batch rules mirror verl 0.9.1 (`verl/utils/config.py::validate_config`, and the checks its v1
-    trainer and workers make only at run time: `verl/workers/engine_workers.py::train_mini_batch` and
-    `verl/workers/engine/utils.py::prepare_micro_batches`), so a config that passes here is not
-    rejected by verl for its batch shape (tests/verl/test_verl_agreement.py proves it on a table).
-    """
-    problems: list[Problem] = []
-    res, data, actor, rollout = spec.resources, spec.data, spec.actor, spec.rollout
-    # A CPU-only pod (workload smoke) counts as one worker: the arithmetic verl's validate_config
-    # makes when the smoke workload substitutes trainer.n_gpus_per_node=1.
-    world = res.nodes * res.workers_per_node
-
-    if len(spec.name) > NAME_MAX:
-        problems.append(
-            Problem(
-                "name",
-                f"at most {NAME_MAX} characters (the job name adds '-<{HASH_LEN}-char config hash>' and must stay "
-                f"within {JOB_NAME_MAX} so the operators' pod and service names fit in 63)",
-                spec.name,
-            )
-        )
-    if res.cpu_only and spec.workload == "grpo":
-        problems.append(
-            Problem(
-                "resources.gpus_per_node",
-                "at least 1 for workload grpo (verl's GRPO trainer with a vLLM rollout needs GPUs; "
-                "0, a CPU-only pod, is allowed only with workload smoke)",
-                res.gpus_per_node,
-            )
-        )
-    offered = GPU_TABLE[res.gpu_label_scheme]
-    if res.gpu_type is not None and res.gpu_type not in offered:
-        unknown = res.gpu_type not in GPU_PRODUCTS
-        problems.append(Problem(
-            "resources.gpu_type",
-            f"one of {sorted(GPU_PRODUCTS)}" if unknown else
-            f"a GPU gpu_label_scheme {res.gpu_label_scheme} can select: one of {sorted(offered)}, or null for any "
-            f"GPU node ({res.gpu_type} is not offered there; another scheme, or null, if your nodes have it)",
-            res.gpu_type))
-    if (data.train_batch_size * rollout.n) % world:
-        problems.append(
-            Problem(
-                "data.train_batch_size",
-                f"train_batch_size × rollout.n divisible by the GPU count {world} "
-                f"(resources.nodes {res.nodes} × resources.gpus_per_node {res.gpus_per_node}"
-                f"{', a CPU pod counts as 1' if res.cpu_only else ''}); "
-                f"{data.train_batch_size} × {rollout.n} = {data.train_batch_size * rollout.n}",
-                data.train_batch_size,
-            )
-        )
-    if actor.ppo_mini_batch_size > data.train_batch_size:
-        problems.append(
-            Problem(
-                "actor.ppo_mini_batch_size",
-                f"at most data.train_batch_size ({data.train_batch_size})",
-                actor.ppo_mini_batch_size,
-            )
-        )
-    else:
-        samples = actor.ppo_mini_batch_size * rollout.n
-        if samples % world:
-            problems.append(
-                Problem(
-                    "actor.ppo_mini_batch_size",
-                    f"ppo_mini_batch_size × rollout.n divisible by the GPU count {world}; "
-                    f"{actor.ppo_mini_batch_size} × {rollout.n} = {samples}",
-                    actor.ppo_mini_batch_size,
-                )
-            )
-        elif (samples // world) % actor.ppo_micro_batch_size_per_gpu:
-            problems.append(
-                Problem(
-                    "actor.ppo_micro_batch_size_per_gpu",
-                    f"a divisor of the per-GPU mini-batch ppo_mini_batch_size × rollout.n / GPUs = "
-                    f"{actor.ppo_mini_batch_size} × {rollout.n} / {world} = {samples // world}",
-                    actor.ppo_micro_batch_size_per_gpu,
-                )
-            )
-        elif not (data.train_batch_size * rollout.n) % world:
-            # verl's v1 trainer pads each step's train_batch_size × n samples up to a multiple of
-            # lcm(GPUs, ppo_mini_batch_size × n), then computes log-probs (and the reference's, with a KL
-            # term) per GPU in micro-batches of log_prob_micro_batch_size_per_gpu: a runtime assertion in
-            # verl/workers/engine/utils.py::prepare_micro_batches that validate_config does not make.
-            import math
-
-            multiple = math.lcm(world, samples)
-            per_gpu = -(-data.train_batch_size * rollout.n // multiple) * multiple // world
-            if per_gpu % rollout.log_prob_micro_batch_size_per_gpu:
-                problems.append(
-                    Problem(
-                        "rollout.log_prob_micro_batch_size_per_gpu",
-                        f"a divisor of the per-GPU log-prob batch (train_batch_size × rollout.n padded to a multiple "
-                        f"of lcm(GPUs, ppo_mini_batch_size × rollout.n), / GPUs) = {per_gpu}",
-                        rollout.log_prob_micro_batch_size_per_gpu,
-                    )
-                )
-    tp, per_node = rollout.tensor_parallel_size, res.workers_per_node
-    if tp > per_node or per_node % tp:
-        problems.append(
-            Problem(
-                "rollout.tensor_parallel_size",
-                f"a divisor of resources.gpus_per_node ({per_node}): tensor parallelism stays within a node",
-                tp,
-            )
-        )
-    if spec.trainer.resume_mode == "resume_path" and not spec.trainer.resume_from_path:
-        problems.append(Problem("trainer.resume_from_path", "a global_step_N path when resume_mode is resume_path", None))
-    if spec.trainer.resume_from_path and "global_step_" not in spec.trainer.resume_from_path:
-        problems.append(
-            Problem("trainer.resume_from_path", "a path containing 'global_step_'", spec.trainer.resume_from_path)
-        )
-    problems += _tracking_problems(spec)
-    problems += _env_problems(spec)
-    if spec.backend == "trainjob":
-        problems += _trainjob_problems(spec)
-    if spec.storage.create and not spec.storage.claim_name:
-        problems.append(Problem("storage.claim_name", "a claim name when storage.create is true", None))
-    if res.nodes > 1 and spec.storage.claim_name and spec.storage.access_mode == "ReadWriteOnce" and spec.storage.create:
-        problems.append(
-            Problem(
-                "storage.access_mode",
-                "ReadWriteMany when several nodes share the created claim",
-                spec.storage.access_mode,
-            )
-        )
-    return problems
-
-
-def _tracking_problems(spec: ExperimentSpec) -> list[Problem]:
-    """The trackers verl would use must be configured where the pod can keep what they write."""
-    problems: list[Problem] = []
-    tr, loggers = spec.tracking, spec.loggers
-    if "wandb" in loggers:
-        if spec.wandb_api_key is None:
-            field = "tracking.wandb.api_key" if tr.wandb.enabled else "secrets.wandb_api_key"
-            problems.append(Problem(field, "a Secret reference when W&B logging is on (tracking.wandb.enabled "
-                                    "or trainer.logger includes wandb)", None))
-    if tr.wandb.api_key is not None and spec.secrets.wandb_api_key is not None:
-        problems.append(Problem("tracking.wandb.api_key",
-                                "one W&B key reference: either tracking.wandb.api_key or secrets.wandb_api_key",
-                                _Redacted("both are set")))
-    if "mlflow" in loggers and (not tr.mlflow.enabled or tr.mlflow.tracking_uri is None):
-        problems.append(Problem("tracking.mlflow.tracking_uri",
-                                "a tracking server URI with tracking.mlflow.enabled when MLflow logging is on "
-                                "(verl's default, an SQLite file under /tmp in the pod, is lost with the pod)",
-                                tr.mlflow.tracking_uri))
-    if tr.mlflow.password is not None and tr.mlflow.username is None:
-        problems.append(Problem("tracking.mlflow.username", "a Secret reference when tracking.mlflow.password is set",
-                                None))
-    log_dir = tr.tensorboard.log_dir
-    mount = spec.storage.mount_path.rstrip("/")
-    if log_dir is not None and not (log_dir == mount or log_dir.startswith(mount + "/")):
-        problems.append(Problem("tracking.tensorboard.log_dir",
-                                f"a directory under storage.mount_path ({spec.storage.mount_path}), so the event "
-                                "files outlive the pod", log_dir))
-    return problems
-
-
-# Kubeflow Trainer v2.2 (trainjob_types.go): a TrainJob's name is an RFC 1035 label, checked by the CRD's CEL rule.
-TRAINJOB_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
-
-
-def trainjob_names(job: str, nodes: int) -> dict[str, str]:
-    """The longest names JobSet v0.11 derives from a TrainJob `job` of `nodes` nodes: the replicated Job
-    (`<job>-node-0`, also a label value), the last node's hostname (`<job>-node-0-<nodes-1>`, a DNS label) and its
-    headless Service (`<job>`). Each must fit in 63 characters; JOB_NAME_MAX keeps them there (tests prove it)."""
-    return {"job": f"{job}-node-0", "hostname": f"{job}-node-0-{nodes - 1}", "service": job}
-
-
-def _trainjob_problems(spec: ExperimentSpec) -> list[Problem]:
-    """What Kubeflow Trainer v2.2 and JobSet refuse, or cannot express, for backend trainjob."""
-    import re
-
-    problems = []
-    if not re.match(TRAINJOB_NAME_PATTERN, spec.job_name):
-        problems.append(Problem("name", "a name starting with a letter for backend trainjob (a TrainJob's name is an "
-                                        "RFC 1035 label: the CRD refuses one starting with a digit)", spec.name))
-    for what, name in trainjob_names(spec.job_name, spec.resources.nodes).items():
-        if len(name) > 63:
-            problems.append(Problem("name", f"a shorter name: the JobSet's {what} name {name} would exceed 63 "
-                                            "characters", spec.name))
-    if spec.run_policy.clean_pod_policy != "None":
-        problems.append(Problem("run_policy.clean_pod_policy",
-                                "None for backend trainjob (JobSet has no clean-pod policy: the pods stay until the "
-                                "TrainJob is deleted or run_policy.ttl_seconds_after_finished removes the JobSet)",
-                                spec.run_policy.clean_pod_policy))
-    return problems
-
-
-def _env_problems(spec: ExperimentSpec) -> list[Problem]:
-    """`env:` items: one source each, unique names, none the launcher sets."""
-    problems: list[Problem] = []
-    seen: set[str] = set()
-    for i, var in enumerate(spec.env):
-        where = f"env[{i}]"
-        if var.name in RESERVED_ENV or var.name.startswith(RESERVED_ENV_PREFIX):
-            problems.append(Problem(f"{where}.name",
-                                    "a variable the launcher does not set itself (it owns "
-                                    f"{RESERVED_ENV_PREFIX}* and spec.RESERVED_ENV; tracking URIs, W&B and MLflow "
-                                    "settings go in the tracking section)", var.name))
-        if var.name in seen:
-            problems.append(Problem(f"{where}.name", "a name not already listed in env", var.name))
-        seen.add(var.name)
-        sources = [s for s in ("value", "secret_key_ref", "config_map_key_ref") if getattr(var, s) is not None]
-        if len(sources) != 1:
-            problems.append(Problem(where, "exactly one of value, secret_key_ref, config_map_key_ref",
-                                    ", ".join(sources) or "none"))
-    return problems
 
 
 def field_docs(model: type[BaseModel] = ExperimentSpec, prefix: str = "") -> dict[str, str]:

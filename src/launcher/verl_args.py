@@ -8,9 +8,10 @@ entrypoint (to run it), so what `render` shows is what the pod executes. The lis
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from launcher.spec import ExperimentSpec
+if TYPE_CHECKING:  # attributes only: a pydantic spec or a fastspec view
+    from launcher.spec import ExperimentSpec
 
 # Hydra's override grammar treats these characters specially in unquoted values; anything outside
 # this conservative set is single-quoted.

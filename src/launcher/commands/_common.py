@@ -53,6 +53,14 @@ def load_from_args(args: argparse.Namespace):
     return load_spec(args.config, args.sets, args.backend)
 
 
+def load_view_from_args(args: argparse.Namespace):
+    """`load_from_args` for a verb that only reads the spec: a fastspec view when it can (no pydantic), else the
+    pydantic spec (`config.load_spec_view`); same validation, same errors."""
+    from launcher.config import load_spec_view
+
+    return load_spec_view(args.config, args.sets, args.backend)
+
+
 def mark_completion(action: argparse.Action, kind: str) -> argparse.Action:
     """Tag an argument for shell completion ("file" or "dir"); `launcher completion` maps the tag to shtab's
     completer (shtab itself is only imported there: it costs ~60 ms at start-up)."""

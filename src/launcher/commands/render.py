@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from launcher.commands._common import add_config_arguments, check_format, load_from_args, mark_completion
+from launcher.commands._common import add_config_arguments, check_format, load_view_from_args, mark_completion
 
 HELP = "render the Kubernetes manifests of a run (YAML to stdout, -o json|yaml, or one file per object with -d DIR)"
 FORMATS = ("yaml", "json")
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(f"-o/--output {fmt} and -d/--output-dir {args.output_dir}: choose one (stdout or files)")
     from launcher.render import object_filename, render, to_yaml
 
-    spec = load_from_args(args)
+    spec = load_view_from_args(args)
     objects = render(spec, gitops=args.gitops)
     if fmt == "json":
         import json

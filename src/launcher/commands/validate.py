@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from launcher.commands._common import add_config_arguments, load_from_args
+from launcher.commands._common import add_config_arguments, load_view_from_args
 
 HELP = "check an experiment config (schema, verl batch rules, Kubernetes names)"
 
@@ -17,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from launcher.verl_args import verl_overrides
 
-    spec = load_from_args(args)
+    spec = load_view_from_args(args)
     res = spec.resources
     gpu = f"{res.gpu_type} ({res.gpu_label_scheme} labels)" if res.gpu_type else "GPU (any type)"
     pods = f"{res.nodes} node(s) × " + ("CPU only" if res.cpu_only else f"{res.gpus_per_node} {gpu}")
