@@ -9,7 +9,7 @@ CONFIG ?= configs/grpo-exp3.yaml
 # wait on pods and controllers (load average 0.6-0.9 on CI's 2 cores): one worker, so the e2e tests keep a core.
 TEST_WORKERS ?= 1
 # pytest-xdist workers for the cluster tests: they mostly wait (pods, controllers, KWOK's simulated runs), so three run
-# at once on the shared control plane (tests/e2e/conftest.py: the real-node tests on one worker, else by module).
+# at once on the shared control plane (tests/conftest.py's scheduler: each module whole, the real-node tests on one worker).
 E2E_WORKERS ?= 3
 E2E_LAST := tests/e2e/test_zz_apiserver_restart_e2e.py
 export PYTHONUNBUFFERED := 1
@@ -51,7 +51,7 @@ test-cluster: ## (part of `make test`, after its installs) every test that needs
 	$(VPY) -m pytest -q -m cluster $(E2E_LAST)
 
 test-cluster-shared: ## The cluster tests that can share the control plane, on E2E_WORKERS pytest-xdist workers
-	$(VPY) -m pytest -q -m cluster -n $(E2E_WORKERS) --dist loadgroup --ignore=$(E2E_LAST) --durations=40
+	$(VPY) -m pytest -q -m cluster -n $(E2E_WORKERS) --dist loadfile --ignore=$(E2E_LAST) --durations=40
 
 .PHONY: unit
 unit: setup tools ## Unit and property tests: no cluster, no verl, no CPU image, no fuzzing (needs helm/kubectl from `make tools`, and Go)

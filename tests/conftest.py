@@ -90,6 +90,53 @@ def can_match(markexpr: str, marks: frozenset[str]) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=None)
+def marked_functions(path: Path, mark: str) -> frozenset[str]:
+    """Names of the module-level functions in `path` decorated with `pytest.mark.<mark>` (read from the source)."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return frozenset()
+    found = set()
+    for node in tree.body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for deco in node.decorator_list:
+            deco = deco.func if isinstance(deco, ast.Call) else deco
+            if (isinstance(deco, ast.Attribute) and deco.attr == mark and isinstance(deco.value, ast.Attribute)
+                    and deco.value.attr == "mark"):
+                found.add(node.name)
+    return frozenset(found)
+
+
+def scope_of(nodeid: str, rootpath: Path) -> str:
+    """The scheduling scope of a test under `--dist loadfile`: its file, except that every `realnode` test (its
+    module's marks or its own decorator) shares the scope "realnode", so that one worker runs them all in turn."""
+    file, _, rest = nodeid.partition("::")
+    path = (rootpath / file).resolve()
+    function = rest.split("::")[-1].split("[", 1)[0]
+    if "realnode" in inherited_marks(path) or function in marked_functions(path, "realnode"):
+        return "realnode"
+    return file
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent where xdist is not installed (.venv-floor)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadfile` with the real-node tests in one scope (`scope_of`); any other mode: xdist's own.
+
+    Done here rather than with `xdist_group` marks: `--dist loadgroup` tags each test by renaming its
+    `_nodeid`, which pytest >= 9.2 no longer reads (the groups are silently ignored)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class RealNodeTestsTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid, config.rootpath)
+
+    return RealNodeTestsTogether(config, log)
+
+
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """Leave out a module or directory none of whose tests `-m` can select (see the module docstring)."""
     markexpr = config.option.markexpr

@@ -9,40 +9,23 @@
 - ``trainer`` / ``flux`` (session): the cluster with Kubeflow Trainer v2 + JobSet / Flux and its git server running
   (up.sh with GRPO_TRAINER=1 / GRPO_FLUX=1: started when not running, a failure when not built, never a skip).
 
-Run on several pytest-xdist workers (`make test-cluster`: `-n E2E_WORKERS --dist loadgroup`), the tests share the
-one control plane safely: each test has its own namespace, the fake nodes a test adds carry its own taint, and
-hack/cluster/up.sh serialises concurrent starts with a lock. ``pytest_collection_modifyitems`` below keeps what
-must not interleave on one worker: every `realnode` test (the two real nodes, their 2 CPUs and the host's FORWARD
-chain that doctor's blocked-rendezvous test edits) in one group, and each other module's tests together (module
-fixtures, in-file order). The API-server restart test takes the control plane down: `make test-cluster` runs it
-alone, after the others.
+Run on several pytest-xdist workers (`make test-cluster-shared`: `-n E2E_WORKERS --dist loadfile`), the tests share
+the one control plane: each test has its own namespace, the fake nodes a test adds carry its own taint, a run sent
+through Kueue outside test_kueue_e2e.py uses a ClusterQueue of its own (kueue_support), and hack/cluster/up.sh
+serialises concurrent starts with a lock. tests/conftest.py's scheduler keeps what must not interleave on one
+worker: each module whole (module fixtures, in-file order) and every `realnode` test together (the two real nodes,
+their 2 CPUs, the host's FORWARD chain that doctor's blocked-rendezvous test edits). The API-server restart test
+takes the control plane down: `make test-cluster` runs it alone, after the others.
 """
 from __future__ import annotations
 
 import os
 import subprocess
 import uuid
-from pathlib import Path
 
 import pytest
 
 import kwok_support as ks
-
-
-E2E_DIR = Path(__file__).resolve().parent
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Group the end-to-end tests for `--dist loadgroup`: the real-node tests on one worker, else by module."""
-    if getattr(config.option, "dist", "no") != "loadgroup":
-        return
-    for item in items:
-        path = Path(str(item.path)).resolve()
-        if E2E_DIR not in path.parents or item.get_closest_marker("xdist_group"):
-            continue
-        group = "realnode" if item.get_closest_marker("realnode") else path.stem
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,9 @@
 `ensure_kueue()` runs up.sh with GRPO_KUEUE=1, which starts Kueue when it is not running and fails when it is
 not built: a test that needs Kueue fails rather than skips without it. The ClusterQueue `grpo-a100` (3 GPUs
 of flavor a100: one 2-GPU experiment fits, two do not) is cluster-wide, so the tests that use it must not
-overlap (they are in one module, run in order); each test namespace gets its own LocalQueue.
+overlap (they are in one module, run in order); each test namespace gets its own LocalQueue. A test elsewhere
+that sends a run through Kueue uses a ClusterQueue of its own (`cluster_queue`): the tests run on several
+workers at once, and a run of theirs holding grpo-a100's quota would keep the Kueue tests' runs queued.
 """
 from __future__ import annotations
 
@@ -34,6 +36,20 @@ def apply(info: ks.ClusterInfo, obj: dict) -> None:
 def local_queue(info: ks.ClusterInfo, ns: str, name: str = LOCAL_QUEUE, cluster_queue: str = CLUSTER_QUEUE) -> None:
     apply(info, {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
                  "metadata": {"name": name, "namespace": ns}, "spec": {"clusterQueue": cluster_queue}})
+
+
+def cluster_queue(info: ks.ClusterInfo, name: str, gpus: int) -> None:
+    """A ClusterQueue `name` of flavor a100 with `gpus` GPUs (CPU and memory of two A100 nodes), any namespace."""
+    apply(info, {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": name},
+                 "spec": {"namespaceSelector": {}, "resourceGroups": [{
+                     "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                     "flavors": [{"name": "a100", "resources": [{"name": "cpu", "nominalQuota": "192"},
+                                                               {"name": "memory", "nominalQuota": "2240Gi"},
+                                                               {"name": "nvidia.com/gpu", "nominalQuota": str(gpus)}]}]}]}})
+
+
+def delete_cluster_queue(info: ks.ClusterInfo, name: str) -> None:
+    info.kubectl("delete", "clusterqueue", name, "--wait=false", "--ignore-not-found", check=False)
 
 
 def priority_classes(info: ks.ClusterInfo) -> None:

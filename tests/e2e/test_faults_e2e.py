@@ -93,14 +93,18 @@ def test_watch_expires_410_mid_run_relists_and_loses_nothing(kube_cluster, names
     try:
         wait_file_rows(runs / job, 3, timeout=60)
         for inf in (state.pods, state.jobs):
-            for _ in range(20):  # an event read just before the cut may still move the version on: try again
-                if inf.expired:
-                    break
+            for _ in range(10):
                 with inf.changed:
                     inf.resource_version = "1"
                     if inf._stream is not None:
                         inf._stream.close()
-                time.sleep(0.5)
+                # Until the informer re-watched from "1" and read the 410, or an event read just before the cut moved
+                # the version on (then cut again). Never cut a watch still on its way to the 410: under load (other
+                # tests beside this one) that can take longer than any fixed pause.
+                ks.wait_for(lambda i=inf: i.expired or i.resource_version != "1", timeout=60, interval=0.1,
+                            what=f"the {inf.resource.plural} informer to re-watch")
+                if inf.expired:
+                    break
             assert inf.expired >= 1 and inf.lists >= 2, (inf.resource.plural, inf.expired, inf.lists)
         n_after = len(rows(runs / job))
         t.join(150)

@@ -82,8 +82,19 @@ def flux_run(info, ns: str, job: str) -> None:
                  f"kustomize.toolkit.fluxcd.io/namespace={ns}")
 
 
+@pytest.fixture
+def own_queue(kube_cluster, namespace):
+    """The LocalQueue `grpo` in the test namespace, to a ClusterQueue of this test's own (kueue_support)."""
+    kq.ensure_kueue()
+    name = f"cq-{namespace}"
+    kq.cluster_queue(kube_cluster, name, gpus=4)
+    kq.local_queue(kube_cluster, namespace, cluster_queue=name)
+    yield kq.LOCAL_QUEUE
+    kq.delete_cluster_queue(kube_cluster, name)
+
+
 def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed(kube_cluster, trainer, flux,
-                                                                                  namespace, tmp_path):
+                                                                                  namespace, own_queue, tmp_path):
     from launcher.kube import Kube
     from launcher.rbac import CALLS
 
@@ -108,12 +119,10 @@ def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed
     assert job in out
     ok(launcher("logs", job, "-n", ns), "logs")
     # a run sent to a Kueue LocalQueue (the real Kueue: kueue_support): status reads its Workload
-    kq.ensure_kueue()
-    kq.local_queue(info, ns)
-    res, queued = submit(14, RUNNING, f"scheduling.queue={kq.LOCAL_QUEUE}")
+    res, queued = submit(14, RUNNING, f"scheduling.queue={own_queue}")
     ok(res, "submit to a LocalQueue")
     out, _ = ok(launcher("status", queued, "-n", ns), "status of a queued run")
-    assert f"LocalQueue {kq.LOCAL_QUEUE}, Workload " in out, out
+    assert f"LocalQueue {own_queue}, Workload " in out, out
     res, short = submit(3, SHORT)
     ok(res, "submit")
     ks.serve_logs(info, ns, f"{short}-master-0", cri(verl_lines(3)))

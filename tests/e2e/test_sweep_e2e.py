@@ -27,16 +27,10 @@ def sweep_queue(kube_cluster, namespace):
     """A ClusterQueue of 4 GPUs (each run asks for 2: two at a time) and a LocalQueue to it in the test namespace;
     its own ClusterQueue, so the Kueue tests' grpo-a100 quota is not shared."""
     kq.ensure_kueue()
-    kq.apply(kube_cluster, {
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": CLUSTER_QUEUE},
-        "spec": {"namespaceSelector": {}, "resourceGroups": [{
-            "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-            "flavors": [{"name": "a100", "resources": [{"name": "cpu", "nominalQuota": "192"},
-                                                      {"name": "memory", "nominalQuota": "2240Gi"},
-                                                      {"name": "nvidia.com/gpu", "nominalQuota": "4"}]}]}]}})
+    kq.cluster_queue(kube_cluster, CLUSTER_QUEUE, gpus=4)
     kq.local_queue(kube_cluster, namespace, name="sweep", cluster_queue=CLUSTER_QUEUE)
     yield "sweep"
-    kube_cluster.kubectl("delete", "clusterqueue", CLUSTER_QUEUE, "--wait=false", "--ignore-not-found", check=False)
+    kq.delete_cluster_queue(kube_cluster, CLUSTER_QUEUE)
 
 
 def _sets(ns: str) -> list[str]:
