@@ -39,7 +39,10 @@ def test_stream_cut_several_times(kube_cluster, namespace, tmp_path):
     from launcher.runs import RunDir
 
     ns, runs = namespace, tmp_path / "runs"
-    delay = "25s"
+    # The 6 cuts need 18 chunks (cut at the 2nd, 3rd, 4th of an attach, twice) while the log still grows: the 42
+    # lines after the first 10 come one per 0.6 s (25 s, as long as the pod runs), leaving room for slow re-attaches
+    # when other tests load the machine.
+    delay = "35s"
     job = job_name(ns, STEPS, delay)
     lines = verl_lines(STEPS, seed=5)
     served = serve_run(kube_cluster, ns, f"{job}-master-0", lines, initial=10)
@@ -55,7 +58,7 @@ def test_stream_cut_several_times(kube_cluster, namespace, tmp_path):
                 raise ConnectionResetError("cut by test")
             yield c
 
-    live = served.start(interval=0.25)
+    live = served.start(interval=0.6)
     try:
         kube = _kube(kube_cluster, ns)
         result = LogFollower(kube, _ref(kube, job), RunDir(runs / job), stream_hook=hook, poll_interval=0.5).run()
