@@ -60,7 +60,7 @@ build_kubernetes() {
   local d=$K8S_BIN
   if have "$d" kube-apiserver kube-controller-manager kube-scheduler; then
     log "kubernetes $K8S_VERSION: cached ($("$d/kube-apiserver" --version))"; return; fi
-  log "kubernetes $K8S_VERSION: building (slow: 15-30 min on 2 cores)"
+  log "kubernetes $K8S_VERSION: building (the slowest part: about 6 min on 2 free cores, 15-30 min on a loaded machine)"
   k8s_wrapper
   mkdir -p "$d"
   go build -p "$JOBS" -trimpath -ldflags "$K8S_LDFLAGS" -o "$d/" \
