@@ -19,11 +19,12 @@ Node shapes (tuples, so the generated module is a literal):
 
 from __future__ import annotations
 
-import argparse
 import pprint
 import sys
 from pathlib import Path
 from typing import Any
+
+from launcher.generated import generator_main
 
 PLAN_PATH = Path(__file__).with_name("_spec_plan.py")
 REGEN = "python -m launcher.spec_plan"
@@ -163,23 +164,9 @@ def plan_text(plan: dict | None = None) -> str:
             f"MODELS = {body}\n")
 
 
-def stale() -> bool:
-    """Whether the committed plan differs from the model's."""
-    return not PLAN_PATH.exists() or PLAN_PATH.read_text() != plan_text()
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the committed plan is stale")
-    args = parser.parse_args(argv)
-    if args.check:
-        if stale():
-            print(f"STALE: {PLAN_PATH} differs from launcher.spec; run `{REGEN}` and commit it", file=sys.stderr)
-            return 1
-        return 0
-    PLAN_PATH.write_text(plan_text())
-    print(f"wrote {PLAN_PATH}")
-    return 0
+    return generator_main(argv, description=__doc__.split("\n\n")[0], path=PLAN_PATH, text=plan_text,
+                          sources="launcher.spec", regen=REGEN)
 
 
 if __name__ == "__main__":

@@ -16,10 +16,11 @@ config through both Jinja and the compiled module, requiring identical text (`re
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
+
+from launcher.generated import generator_main
 
 TEMPLATE_DIR = Path(__file__).with_name("templates")
 OUT_PATH = Path(__file__).with_name("_templates_compiled.py")
@@ -221,23 +222,9 @@ def compile_templates() -> str:
             + "\n".join(code) + "\n\n\nTEMPLATES = {\n" + table + "\n}\n")
 
 
-def stale() -> bool:
-    """Whether the committed module differs from what the templates compile to."""
-    return not OUT_PATH.exists() or OUT_PATH.read_text() != compile_templates()
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the committed module is stale")
-    args = parser.parse_args(argv)
-    if args.check:
-        if stale():
-            print(f"STALE: {OUT_PATH} differs from templates/; run `{REGEN}` and commit it", file=sys.stderr)
-            return 1
-        return 0
-    OUT_PATH.write_text(compile_templates())
-    print(f"wrote {OUT_PATH}")
-    return 0
+    return generator_main(argv, description=__doc__.split("\n\n")[0], path=OUT_PATH, text=compile_templates,
+                          sources="templates/", regen=REGEN)
 
 
 if __name__ == "__main__":
