@@ -405,12 +405,13 @@ def _reference_records(data: bytes) -> list[StepRecord]:
     return [r for r in map(parse_line, text.split("\n")) if r is not None]
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "pure"])
 @pytest.mark.parametrize("kw", [{}, {"cri": True}, {"color": False}])
-def test_log_parser_batches_give_the_per_line_records(kw):
-    """A whole simlog log (Ray colours, CRI timestamps, tqdm \\r) in one feed: the batch path's records are
-    `parse_line`'s, line for line."""
+def test_log_parser_batches_give_the_per_line_records(kw, compiled):
+    """A whole simlog log (Ray colours, CRI timestamps, tqdm \\r) in one feed: the records of either path (the C
+    accelerator's or the pure-Python batches) are `parse_line`'s, line for line."""
     data = _simlog_bytes(**kw)
-    p = LogParser()
+    p = LogParser(compiled=compiled)
     got = p.feed(data) + p.finish()
     want = _reference_records(data)
     assert len(want) > 40 and got == want
@@ -460,12 +461,13 @@ def test_over_long_line_inside_a_batch_is_capped_and_its_neighbours_parsed():
         assert len(p._splitter._pending) <= 1000
 
 
-def test_one_bad_line_in_a_batch_is_counted_and_the_rest_kept():
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "pure"])
+def test_one_bad_line_in_a_batch_is_counted_and_the_rest_kept(compiled):
     lines = [f"step:{i} - a:{i}.5 - b:np.int64({i})" for i in range(30)]
     lines[7] = "step:7 - a:np.int64(1 - b:2)"  # torn repr: malformed
     lines[12] = "step:12 - a:1e5"  # `_items` refuses it
     lines[20] = "step:20"  # no items
-    p = LogParser()
+    p = LogParser(compiled=compiled)
     got = p.feed(("\n".join(lines) + "\n").encode())
     assert [r.step for r in got] == [i for i in range(30) if i not in (7, 12)]
     assert got[[r.step for r in got].index(20)].metrics == {}
@@ -501,7 +503,109 @@ def test_remembered_prefixes_strip_as_the_per_line_path_does(heads):
     time from the memo), its records are `parse_line`'s line for line."""
     data = "".join(f"{h}step:{i} - a:0.5 - b:np.int32({i})\n" for i, h in enumerate(heads)).encode()
     want = _reference_records(data)
-    for _ in range(2):
-        p = LogParser()
+    for compiled in (True, True, False):
+        p = LogParser(compiled=compiled)
         assert p.feed(data) + p.finish() == want
         assert p.counters.records + p.counters.noise + p.counters.malformed == len(heads)
+
+
+# The C accelerator (`_stepjson.encode`, setup.py): each line it takes must read as the reference (`_parse`) reads
+# it, value types, key order, nan and duplicate keys included; a line it declines goes to the reference. Values
+# add the forms where the reference's readings differ inside and outside a numpy repr, and what JSON cannot carry.
+_C_VALUE_TEXTS = st.one_of(
+    _VALUE_TEXTS,
+    st.sampled_from(["np.float64(1.5e5)", "np.float64(1.5e+05)", "np.float64(1.5E+05)", "1.5E5", "1.5e5", "1.5e+05",
+                     "-nan", "np.float64(-inf)", "1e+308", "1.7976931348623159e+308", "9" * 25 + ".5",
+                     "0.1234567890123456789012345", "0." + "0" * 30 + "1e+330", "1e-400", "np.int64(007)", "-0",
+                     "000", "np.float64(-0.0)", "np.False_", "False", "np.float(2)", "np.uint(3)", "np.int(4)",
+                     "np.float64(1)x", "np.float64 (1)", "np.(1)", "é", "1.5\x00"]),
+)
+_C_KEYS = st.one_of(_KEYS, st.sampled_from(["k\x01", "a\\b", "a - b", "\x7f", "日本"]))
+_STEP_TEXTS = st.one_of(st.integers(0, 10**20).map(str),
+                        st.sampled_from(["007", "", " 3", "3abc", "-1", "1.0", "٣", "3 -", "3 - "]))
+
+
+def _same(got, want) -> bool:
+    """Records equal with nan equal to nan and ints, floats and bools told apart (repr does both)."""
+    norm = [(r.step, [(k, type(v), repr(v)) for k, v in r.metrics.items()]) if r is not None else None
+            for r in (got, want)]
+    return norm[0] == norm[1]
+
+
+def _encode_and_read(rests):
+    import orjson
+
+    from launcher.metrics.parser import _apply_patches, _encode
+
+    body, declined, patches = _encode(rests)
+    pairs = orjson.loads(body)
+    _apply_patches(pairs, patches)
+    return pairs, declined
+
+
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(_STEP_TEXTS, st.lists(st.tuples(_C_KEYS, _C_VALUE_TEXTS), max_size=6)),
+                min_size=1, max_size=5))
+def test_compiled_lines_agree_with_the_reference(lines):
+    from launcher.metrics.parser import _MALFORMED, _parse
+
+    rests = [step + "".join(f" - {k}:{v}" for k, v in items) for step, items in lines]
+    pairs, declined = _encode_and_read(rests)
+    assert len(pairs) == len(rests)
+    for i, rest in enumerate(rests):
+        want = _parse("step:" + rest)
+        if i in declined:
+            assert pairs[i] is None
+            continue
+        assert want is not None and want is not _MALFORMED, rest
+        assert _same(StepRecord(*pairs[i]), want), rest
+
+
+@pytest.mark.parametrize(
+    "rest,metrics",
+    [
+        ("1 - a:nan - a:1", {"a": 1}),  # a later plain value replaces the nan: the patch must not come back
+        ("1 - a:1 - a:nan", {"a": "nan"}),
+        ("1 - a:nan - a:inf", {"a": math.inf}),
+        ("1 - a:inf - a:1 - a:-inf - b:2", {"a": -math.inf, "b": 2}),
+        ("1 - x:1e+999 - y:np.float64(nan)", {"x": math.inf, "y": "nan"}),
+    ],
+)
+def test_compiled_patches_keep_the_last_value_of_a_key(rest, metrics):
+    pairs, declined = _encode_and_read([rest])
+    assert declined == []
+    got = pairs[0][1]
+    assert list(got) == list(metrics)
+    for k, v in metrics.items():
+        assert math.isnan(got[k]) if v == "nan" else got[k] == v and type(got[k]) is type(v)
+
+
+def test_compiled_path_is_built_and_takes_verl_lines():
+    """The accelerator is built (`pip install -e .` compiles it) and declines no line verl writes, so the
+    speed-up is real; without a C compiler the parser still works, on the pure-Python path."""
+    from launcher import simlog
+    from launcher.metrics.parser import accelerated
+
+    assert accelerated(), "launcher.metrics._stepjson is not built: `pip install -e .` needs a C compiler (setup.py)"
+    rests = [line[line.index("step:") + 5 :].rstrip("\n")
+             for line in simlog.generate(steps=30, seed=3, val_before_train=True) if "step:" in line]
+    rests.append(rests[-1] + " - response_length_non_aborted/mean:nan")  # verl.md's example line has one
+    pairs, declined = _encode_and_read(rests)
+    assert len(rests) > 30 and declined == []
+    assert math.isnan(pairs[-1][1]["response_length_non_aborted/mean"])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.sampled_from(["", "(TaskRunnerV1 pid=3) ", f"{ESC}[36m(TaskRunner pid=9){ESC}[0m ",
+                                            "2026-01-01T00:00:00Z stdout F ", "we are at ", "tqdm 50%\r"]))
+                .flatmap(lambda head: st.tuples(st.just(head), _STEP_TEXTS,
+                                                st.lists(st.tuples(_C_KEYS, _C_VALUE_TEXTS), max_size=4))),
+                min_size=1, max_size=8))
+def test_compiled_and_pure_log_parsers_agree(lines):
+    """Whole feeds: the same records and the same counters from both paths, whatever the lines hold."""
+    text = "\n".join(h + "step:" + s + "".join(f" - {k}:{v}" for k, v in items) for h, s, items in lines) + "\n"
+    data = text.encode("utf-8", "surrogatepass")
+    c, pure = LogParser(compiled=True), LogParser(compiled=False)
+    got, want = c.feed(data) + c.finish(), pure.feed(data) + pure.finish()
+    assert len(got) == len(want) and all(map(_same, got, want))
+    assert c.counters == pure.counters

@@ -35,9 +35,12 @@ are `float` (including nan/inf), booleans `bool`. Keys are verl's, unchanged.
 Memory is bounded: `LineSplitter` never holds more than one pending line of at most
 `max_line_bytes` plus the chunk being fed; longer lines are dropped and counted as truncated.
 
-Speed: `LogParser` reads the step lines of a fed chunk 64 at a time with one `orjson.loads` (`_items_batch`),
-falling back line by line (`_items_fast`, then the per-item reference `_items`) wherever the batch could read
-differently; `parse_line` is the per-line path. Both give the same records.
+Speed: where the optional C accelerator is built (`_stepjson.c`, `accelerated()`), `LogParser` hands all the
+step lines of a feed to `_stepjson.encode`, which checks each against this grammar and writes it as JSON, and
+reads them with one `orjson.loads`; a line it declines is read by the reference path below. Without it,
+`LogParser` reads the step lines 64 at a time with one `orjson.loads` (`_items_batch`), falling back line by
+line (`_items_fast`, then the per-item reference `_items`) wherever the batch could read differently;
+`parse_line` is the per-line path. All give the same records.
 """
 
 from __future__ import annotations
@@ -45,9 +48,15 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, fields
-from itertools import chain, repeat
+from itertools import chain, compress, repeat, starmap
+from operator import itemgetter
 
 import orjson
+
+try:  # the optional C accelerator (setup.py); without it the pure-Python path gives the same records
+    from launcher.metrics._stepjson import encode as _encode
+except ImportError:
+    _encode = None
 
 # Longest physical line we keep. A full exp3 training line is ~3.3 KB; validation over many data
 # sources can add a few KB. 1 MiB leaves room for anything verl prints and bounds memory against a
@@ -143,11 +152,24 @@ def _strip_prefixes(line: str) -> str:
 # so `_strip_prefixes(line)` removes exactly that text whenever it removes it from `head + "step:"`. Timestamped
 # heads (a digit first) differ on every line and are not kept.
 _PREFIX_SEEN: dict[str, bool] = {}
+_PREFIX_OK: set[str] = {""}  # the heads in _PREFIX_SEEN that are all prefix, and no head at all
 
 
 def _prefix_only(head: str) -> bool:
     """True when `head` (the text before a line's first `step:`) is all prefix: a step line begins after it."""
     return _strip_prefixes(head + _STEP) == _STEP
+
+
+def _remember_prefix(head: str) -> bool:
+    """`_prefix_only(head)`, remembered for Ray-style heads (bounded)."""
+    known = _PREFIX_SEEN.get(head)
+    if known is None:
+        known = _prefix_only(head)
+        if len(_PREFIX_SEEN) < 4096 and head[:1] in "(\x1b":
+            _PREFIX_SEEN[head] = known
+            if known:
+                _PREFIX_OK.add(head)
+    return known
 
 
 def _parse(line: str):
@@ -352,6 +374,24 @@ def _items_many(rests: list[str]) -> list[dict[str, int | float | bool] | None]:
     return out
 
 
+def accelerated() -> bool:
+    """True when `LogParser` reads step lines with the compiled `_stepjson` (built by `pip install`)."""
+    return _encode is not None
+
+
+def _apply_patches(pairs: list, patches: list[tuple[int, str, float]]) -> None:
+    """Set the values `_stepjson.encode` left as JSON null (nan, inf, ...), each the reference's float().
+
+    With a duplicate key the reference keeps the last value: a patch applies where the key still holds null
+    or an earlier patch of the same line, not where a later plain value replaced it."""
+    done = set()
+    for i, key, value in patches:
+        m = pairs[i][1]
+        if m[key] is None or (i, key) in done:
+            m[key] = value
+            done.add((i, key))
+
+
 def parse_line(line: str) -> StepRecord | None:
     """Parse one fragment (no `\\r`/`\\n` inside); None for noise and for malformed metric lines.
 
@@ -463,6 +503,7 @@ class LogParser:
 
     max_line_bytes: int = MAX_LINE_BYTES
     counters: ParseCounters = field(default_factory=ParseCounters)
+    compiled: bool = True  # False: the pure-Python path even where the C accelerator is built (tests compare them)
 
     def __post_init__(self) -> None:
         self._splitter = LineSplitter(self.max_line_bytes, self.counters)
@@ -496,26 +537,61 @@ class LogParser:
         return self._records(frags)
 
     def _records(self, frags: list[str]) -> list[StepRecord]:
+        if _encode is None or not self.compiled:
+            return self._records_py(frags)
+        # The C accelerator's path: the step lines are found, their prefixes removed and their texts handed to
+        # `_stepjson.encode` with whole-list operations, so no Python code runs per line unless a line has an
+        # unremembered prefix, was declined, or holds a nan/inf. Same records and counts as `_records_py`.
+        steps = list(compress(frags, map(str.__contains__, frags, repeat(_STEP))))
+        noise = len(frags) - len(steps)
+        parts = list(map(str.partition, steps, repeat(_STEP)))
+        if set(map(itemgetter(0), parts)) <= _PREFIX_OK:
+            rests = list(map(itemgetter(2), parts))
+        else:
+            rests = []
+            for head, _, rest in parts:
+                if head in _PREFIX_OK or _remember_prefix(head):
+                    rests.append(rest)
+                    continue
+                f = _strip_prefixes(head + _STEP + rest)
+                if f.startswith(_STEP):
+                    rests.append(f[5:])
+                else:
+                    noise += 1
+        body, declined, patches = _encode(rests)
+        pairs = orjson.loads(body)  # (JSON by construction; the property tests and the fuzz target hold it to that)
+        if patches:
+            _apply_patches(pairs, patches)
+        malformed = 0
+        for i in declined:  # the reference reading, line by line
+            rec = _parse(_STEP + rests[i])
+            if rec is None:
+                noise += 1
+            elif rec is _MALFORMED:
+                malformed += 1
+            else:
+                pairs[i] = (rec.step, rec.metrics)
+        out = list(starmap(StepRecord, filter(None, pairs) if declined else pairs))
+        c = self.counters
+        c.noise += noise
+        c.malformed += malformed
+        c.records += len(out)
+        return out
+
+    def _records_py(self, frags: list[str]) -> list[StepRecord]:
         # Step lines are collected first and their items read together (`_items_many`): one orjson call per
         # batch of lines instead of the per-line string work. Same results as `_parse` line by line.
         c = self.counters
         noise = malformed = 0
         steps: list[int] = []
         rests: list[str | None] = []  # None: "step:N" without items
-        seen = _PREFIX_SEEN
         for f in frags:
             at = f.find(_STEP)
             if at < 0:  # fast path: config dump, tqdm, warnings
                 noise += 1
                 continue
             if at:
-                head = f[:at]
-                known = seen.get(head)
-                if known is None:
-                    known = _prefix_only(head)
-                    if len(seen) < 4096 and head[:1] in "(\x1b":
-                        seen[head] = known
-                f = f[at:] if known else _strip_prefixes(f)
+                f = f[at:] if _remember_prefix(f[:at]) else _strip_prefixes(f)
                 if not f.startswith(_STEP):
                     noise += 1
                     continue
