@@ -45,8 +45,10 @@ static int out_reserve(Out *o, Py_ssize_t more) {
 #define PUT(o, c) ((o)->buf[(o)->len++] = (char)(c))
 static void put_mem(Out *o, const char *s, Py_ssize_t n) { memcpy(o->buf + o->len, s, n); o->len += n; }
 
-/* Key bytes JSON needs escaped: control characters, '"' and '\\' (set up in PyInit__stepjson). */
-static unsigned char NEEDS_ESCAPE[256];
+/* Byte classes of the item scan (set up in PyInit__stepjson); 0 for every other byte. C_ESCAPE: what a JSON
+   string needs escaped, control characters (NUL included), '"' and '\\'. */
+enum { C_COLON = 1, C_BLANK = 2, C_ESCAPE = 3 };
+static unsigned char CLASS[256];
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -156,34 +158,41 @@ static int line(Out *o, const char *s, Py_ssize_t n, Py_ssize_t index, PyObject 
         Py_ssize_t p = k + 3;
         int first = 1;
         for (;;) {
-            /* The item ends at the next " - " (memchr: blanks are rare inside items); its key at the last ':',
-               found from the end (values are short). */
-            Py_ssize_t e = p;
+            /* One pass to the item's end (the next " - "), noting its last ':' (the key ends there) and whether a
+               byte needs escaping. The text is NUL-terminated (PyUnicode_AsUTF8AndSize), and NUL has a class, so
+               the inner loop needs no bounds check. */
+            Py_ssize_t e = p, colon = -1;
+            int escape = 0;
             for (;;) {
-                const char *sp = memchr(s + e, ' ', n - e);
-                if (!sp) { e = n; break; }
-                e = sp - s;
-                if (e + 2 < n && s[e + 1] == '-' && s[e + 2] == ' ') break;
+                while (!CLASS[(unsigned char)s[e]]) e++;
+                if (e >= n) { e = n; break; }
+                unsigned char c = CLASS[(unsigned char)s[e]];
+                if (c == C_BLANK) {
+                    if (e + 2 < n && s[e + 1] == '-' && s[e + 2] == ' ') break;
+                } else if (c == C_COLON) {
+                    colon = e;
+                } else {
+                    escape = 1;
+                }
                 e++;
             }
-            Py_ssize_t colon = e - 1;
-            while (colon >= p && s[colon] != ':') colon--;
             if (colon <= p) goto decline;  /* no colon, or an empty key */
             if (!first) PUT(o, ',');
             first = 0;
             PUT(o, '"');
-            Py_ssize_t j = p;
-            while (j < colon && !NEEDS_ESCAPE[(unsigned char)s[j]]) j++;
-            put_mem(o, s + p, j - p);
-            for (; j < colon; j++) {  /* (only keys holding '"', '\\' or a control character get here) */
-                unsigned char c = (unsigned char)s[j];
-                if (NEEDS_ESCAPE[c]) {
-                    static const char hex[] = "0123456789abcdef";
-                    put_mem(o, "\\u00", 4);
-                    PUT(o, hex[c >> 4]);
-                    PUT(o, hex[c & 15]);
-                } else {
-                    PUT(o, c);
+            if (!escape) {
+                put_mem(o, s + p, colon - p);
+            } else {
+                for (Py_ssize_t j = p; j < colon; j++) {  /* keys holding '"', '\\' or a control character */
+                    unsigned char c = (unsigned char)s[j];
+                    if (CLASS[c] == C_ESCAPE) {
+                        static const char hex[] = "0123456789abcdef";
+                        put_mem(o, "\\u00", 4);
+                        PUT(o, hex[c >> 4]);
+                        PUT(o, hex[c & 15]);
+                    } else {
+                        PUT(o, c);
+                    }
                 }
             }
             put_mem(o, "\":", 2);
@@ -283,7 +292,9 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_stepjson", NULL, -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__stepjson(void) {
-    for (int c = 0; c < 0x20; c++) NEEDS_ESCAPE[c] = 1;
-    NEEDS_ESCAPE['"'] = NEEDS_ESCAPE['\\'] = 1;
+    for (int c = 0; c < 0x20; c++) CLASS[c] = C_ESCAPE;
+    CLASS['"'] = CLASS['\\'] = C_ESCAPE;
+    CLASS[':'] = C_COLON;
+    CLASS[' '] = C_BLANK;
     return PyModule_Create(&module);
 }
