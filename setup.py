@@ -1,7 +1,7 @@
 """The log parser's optional C accelerator; everything else is in pyproject.toml.
 
 `optional=True`: without a C compiler (or Python headers) the install goes on and the parser runs its pure-Python
-path, which gives the same records (launcher.metrics.parser, `ACCELERATED` says which one is in use).
+path, which gives the same records (`launcher.metrics.parser.accelerated()` says which one is in use).
 """
 
 from setuptools import Extension, setup

@@ -172,6 +172,15 @@ def _remember_prefix(head: str) -> bool:
     return known
 
 
+def _from_step(f: str, at: int) -> str | None:
+    """`f` from its `step:` on, when the `at` characters before it are a prefix to strip; else what
+    `_strip_prefixes` leaves if that starts with `step:`; None for noise (a sentence that mentions `step:`)."""
+    if not at or _remember_prefix(f[:at]):
+        return f[at:]
+    f = _strip_prefixes(f)
+    return f if f.startswith(_STEP) else None
+
+
 def _parse(line: str):
     """StepRecord, None (noise) or _MALFORMED. Callers should fast-path lines without 'step:'."""
     if not line.startswith(_STEP):
@@ -549,15 +558,12 @@ class LogParser:
             rests = list(map(itemgetter(2), parts))
         else:
             rests = []
-            for head, _, rest in parts:
-                if head in _PREFIX_OK or _remember_prefix(head):
-                    rests.append(rest)
-                    continue
-                f = _strip_prefixes(head + _STEP + rest)
-                if f.startswith(_STEP):
-                    rests.append(f[5:])
-                else:
+            for f in map("".join, parts):
+                f = _from_step(f, f.index(_STEP))
+                if f is None:
                     noise += 1
+                else:
+                    rests.append(f[5:])
         body, declined, patches = _encode(rests)
         pairs = orjson.loads(body)  # (JSON by construction; the property tests and the fuzz target hold it to that)
         if patches:
@@ -591,8 +597,8 @@ class LogParser:
                 noise += 1
                 continue
             if at:
-                f = f[at:] if _remember_prefix(f[:at]) else _strip_prefixes(f)
-                if not f.startswith(_STEP):
+                f = _from_step(f, at)
+                if f is None:
                     noise += 1
                     continue
             cut = f.find(_SEP)  # (where `_parse`'s partition splits)
