@@ -41,6 +41,7 @@ test: ## Everything CI runs (.ci/run): installs, generated-file checks, scans, t
 
 .PHONY: test-checks-and-unit test-cluster test-cluster-shared
 test-checks-and-unit: ## (part of `make test`, after its installs) generated-file checks, chart-lint, scan, then every test that needs no cluster
+	hack/cluster/install-node-deps.sh zsh fish  # tests/cli/test_cli_habits.py parses the zsh/fish completion scripts
 	$(MAKE) chart-check manifests-check chart-lint scan
 	$(VPY) -m pytest -q -n $(TEST_WORKERS) -m 'not cluster' --durations=15
 

@@ -34,7 +34,7 @@ from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "src"), str(REPO / "tests" / "e2e")]
+sys.path[:0] = [str(REPO / "src"), str(REPO / "hack"), str(REPO / "tests" / "e2e")]
 
 CONFIG = str(REPO / "configs" / "grpo-exp3.yaml")
 RESOURCES = ("pods", "pytorchjobs")
@@ -44,10 +44,10 @@ RESOURCES = ("pods", "pytorchjobs")
 
 
 def child(a) -> int:
-    from launcher.follow import LogFollower
+    from launcher.run.follow import LogFollower
     from launcher.kube import Kube
     from launcher.kube import jobs as J
-    from launcher.runs import RunDir
+    from launcher.run.dirs import RunDir
 
     kube = Kube.connect(a.kubeconfig, namespace=a.namespace)
     counts: Counter = Counter()
@@ -188,11 +188,11 @@ def window(kube, a, mode: str, jobs: list[str], tmp: Path) -> dict:
 def setup(kube, a, n: int):
     """N simulated runs in the namespace, all Running on KWOK nodes, each served a live verl log."""
     import kwok_support as ks
-    from launcher import simlog
-    from launcher.commands.submit import create_all
-    from launcher.config import load_spec
+    import simlog
+    from launcher.cli.commands.submit import create_all
+    from launcher.spec.load import load_spec
     from launcher.kube import POD
-    from launcher.render import render
+    from launcher.render.manifests import render
     from launcher_helpers import serve_namespace
 
     ann = json.dumps({ks.POD_COMPLETE_DELAY: "1800s"})

@@ -23,10 +23,10 @@ import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "src"), str(REPO / "tests" / "e2e")]
+sys.path[:0] = [str(REPO / "src"), str(REPO / "hack"), str(REPO / "tests" / "e2e")]
 
 import kwok_support as ks  # noqa: E402
-from launcher import simlog  # noqa: E402
+import simlog  # noqa: E402
 
 
 def main() -> int:
@@ -52,7 +52,7 @@ def main() -> int:
     run_s = int(a.lines * (a.interval + 0.5) + 30)
     ann = json.dumps({ks.POD_COMPLETE_DELAY: f"{run_s}s"})
     sets = [f"trainer.total_training_steps={steps}", f"scheduling.pod_annotations={ann}"]
-    from launcher.config import load_spec
+    from launcher.spec.load import load_spec
 
     job = load_spec(REPO / "configs" / "grpo-exp3.yaml", [f"scheduling.namespace={ns}", *sets]).job_name
     pod = f"{job}-master-0"

@@ -45,8 +45,8 @@ def _time(cmd: list[str], env: dict) -> tuple[float, str]:
 
 
 def _jobs(config: str, namespace: str, n: int) -> list[dict]:
-    from launcher.config import load_spec
-    from launcher.render import render
+    from launcher.spec.load import load_spec
+    from launcher.render.manifests import render
 
     job = next(o for o in render(load_spec(config, backend="pytorchjob")) if o["kind"] == "PyTorchJob")
     out = []
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             t_launcher.append(_time(launcher_cmd, env)[0])
             t_kubectl.append(_time(kubectl_cmd, env)[0])
             t_help.append(_time([py, "-m", "launcher", "--help"], env)[0])
-        from launcher.cli import main as launcher_main
+        from launcher.cli.main import main as launcher_main
 
         t_inproc = []
         for _ in range(a.reps):

@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_parser.py                  # 100M and 1G (default)
     .venv/bin/python bench/bench_parser.py --sizes 50M      # quick run
 
-For each size: write a realistic verl 0.9.1 log with `launcher.simlog` to a temp file, time
+For each size: write a realistic verl 0.9.1 log with `simlog` to a temp file, time
 `LC_ALL=C grep -c 'step:' FILE`, then run the parser (LineSplitter + parse_line via `LogParser`,
 1 MiB reads, records built and dropped) in a fresh subprocess so its peak RSS (`ru_maxrss`) belongs
 to that size alone. Peak RSS should be the same at every size: the parser holds one chunk and one
@@ -39,7 +39,7 @@ def write_log(path: Path, size: int, block_mb: int = 16) -> int:
     is generated and written repeatedly, so generating a 1 GB log takes seconds, not minutes. Step
     numbers repeat between blocks; the parser's cost does not depend on them.
     """
-    from launcher import simlog
+    import simlog
 
     parts, n = [], 0
     for line in simlog.generate(steps=10**9, seed=0, val_before_train=True):

@@ -4,7 +4,7 @@
 Both renderers run as subprocesses, interleaved rep by rep so background load hits both alike; the
 median of --reps repetitions is reported, with the ratio launcher/helm (< 1: the launcher is faster).
 For information it also times, in this process, spec loading + render + YAML dump (what the CLI does
-after start-up), and the Python start-up floor: `python -c pass` and `python -c "import launcher.render"`.
+after start-up), and the Python start-up floor: `python -c pass` and `python -c "import launcher.render.manifests"`.
 
 The launcher runs twice per rep: as installed, with its bytecode cached (pip compiles every module at
 install time; here the .pyc files go to a temporary PYTHONPYCACHEPREFIX, written by a warm-up run),
@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import gen_chart
-    from launcher.config import load_spec_view
-    from launcher.render import render, to_yaml
+    from launcher.spec.load import load_spec_view
+    from launcher.render.manifests import render, to_yaml
 
     helm = tool("helm")
     py = sys.executable
@@ -78,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
                if args.before else {}),
             "helm template": (helm_cmd, env),
             "python -c pass": ([py, "-c", "pass"], pyc_env),
-            "python -c 'import launcher.render, launcher.config'":
-                ([py, "-c", "import launcher.render, launcher.config"], pyc_env),
+            "python -c 'import launcher.render.manifests, launcher.spec.load'":
+                ([py, "-c", "import launcher.render.manifests, launcher.spec.load"], pyc_env),
         }
         for cmd, run_env in runs.values():
             _time(cmd, run_env)  # warm the page cache and write the bytecode of the cached runs

@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from launcher.cli import main as launcher_main  # noqa: E402
+from launcher.cli.main import main as launcher_main  # noqa: E402
 
 # directory → (experiment, extra `launcher render` arguments)
 RENDERS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -78,8 +78,8 @@ def eval_objects(exp: str, eval_args: tuple[str, ...]) -> list[dict]:
     """`launcher eval configs/<exp>.yaml <eval_args>`'s objects with gitops=True (no TTL self-deletion)."""
     import argparse
 
-    from launcher.commands import eval as E
-    from launcher.render import render
+    from launcher.cli.commands import eval as E
+    from launcher.render.manifests import render
 
     parser = argparse.ArgumentParser(prog="launcher eval")
     E.add_arguments(parser)
@@ -97,7 +97,7 @@ def eval_objects(exp: str, eval_args: tuple[str, ...]) -> list[dict]:
 
 def render_eval(directory: str, out: Path) -> list[str]:
     """out/<directory>/: the eval objects, one file per object, then its kustomization.yaml."""
-    from launcher.render import object_filename, to_yaml
+    from launcher.render.manifests import object_filename, to_yaml
 
     exp, eval_args = EVALS[directory]
     target = out / directory

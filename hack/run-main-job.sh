@@ -4,7 +4,7 @@
 # - KUBECONFIG set: submit to that cluster, follow the logs to the end, write runs/<job>/report.md.
 # - KUBECONFIG unset: build (first time) and start the embedded local control plane (hack/cluster),
 #   then do the same there. Its nodes are KWOK fakes: no container runs, so the trainer pod "prints"
-#   a realistic verl GRPO log (launcher.simlog) served through the pod-logs API as it grows, and the
+#   a realistic verl GRPO log (hack/simlog.py) served through the pod-logs API as it grows, and the
 #   pod completes when that log ends. Everything else — API server, scheduler, training-operator,
 #   the launcher's submit/follow/metrics/report — is real.
 #
@@ -94,7 +94,7 @@ rm -rf "runs/$job"
 mkdir -p "$SERVED_LOGS"
 log="$SERVED_LOGS/demo-$job.log"
 : > "$log"
-backend=$("$VPY" -c "from launcher.config import load_spec; print(load_spec('$CONFIG').backend)")
+backend=$("$VPY" -c "from launcher.spec.load import load_spec; print(load_spec('$CONFIG').backend)")
 if [ "$backend" = pytorchjob ]; then pod="$job-master-0"; else pod=""; fi
 if [ -n "$pod" ]; then
   k apply -f - >/dev/null <<EOF
@@ -107,7 +107,7 @@ spec:
     follow: true
 EOF
 fi
-"$VPY" -m launcher.simlog --steps "$STEPS" --cri --pace "$PACE" -o "$log" &
+"$VPY" "$ROOT/hack/simlog.py" --steps "$STEPS" --cri --pace "$PACE" -o "$log" &
 player=$!
 trap 'kill $player 2>/dev/null || true' EXIT
 

@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from helm_tools import CHART, ROOT, ToolMissing, helm, tool
-from launcher.config import load_spec
-from launcher.labels import HELM_BOOKKEEPING
-from launcher.render import render
+from launcher.spec.load import load_spec
+from launcher.spec.names import HELM_BOOKKEEPING
+from launcher.render.manifests import render
 
 _spec = importlib.util.spec_from_file_location("gen_chart", ROOT / "hack" / "gen_chart.py")
 gen_chart = importlib.util.module_from_spec(_spec)
@@ -107,8 +107,8 @@ def launcher_objects(config: Path, sets=(), backend=None) -> list[dict]:
 
 def launcher_eval_objects(config: Path, baseline: bool, checkpoint: str | None, sets=(), backend=None) -> list[dict]:
     """What `launcher eval CONFIG [--baseline] [--checkpoint X]` renders (commands.eval.plan's render call)."""
-    from launcher.commands import eval as E
-    from launcher.labels import eval_job_name
+    from launcher.cli.commands import eval as E
+    from launcher.spec.names import eval_job_name
 
     spec = load_spec(config, list(sets), backend)
     name = eval_job_name(spec, E.models_key(baseline, checkpoint))

@@ -2,15 +2,15 @@
 
 Validation lines are verl's format (`simlog.concat_dict_to_str`, numpy reprs) behind Ray's coloured
 `(TaskRunnerV1 pid=N)` prefix, among the noise a real run prints, exactly where
-`launcher.entrypoint.evaluate` puts its `[eval]` lines.
+`launcher.entrypoint.eval` puts its `[eval]` lines.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from launcher.evaluation import done_line, marker_line, questions_line, questions_payload
-from launcher.simlog import concat_dict_to_str
+from launcher.spec.contract import done_line, marker_line, questions_line, questions_payload
+from simlog import concat_dict_to_str
 
 HEADLINE = "val-core/openai/gsm8k/acc/mean@1"
 
@@ -49,7 +49,7 @@ def eval_log(*, n: int = 200, base: list[int] | None = None, ckpt: list[int] | N
 
 def sorted_by_id(scores: list[int]) -> list[int]:
     """`scores` in the order `questions_payload` lists them (sorted question ids)."""
-    from launcher.evaluation import question_id
+    from launcher.run.eval import question_id
 
     ids = [question_id(f"question {i}", str(i)) for i in range(len(scores))]
     return [s for _, s in sorted(zip(ids, scores))]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from launcher.render import render
+from launcher.render.manifests import render
 
 TORCH_MASTER_PORT = "29500"  # constants.ContainerTrainerPort
 

@@ -2,7 +2,7 @@
 """Write a simple verl GRPO console log (verl 0.9.1 v1 trainer, Ray-prefixed lines) in CRI log format.
 
 Usage: gen_verl_log.py OUT [--steps N] [--pid PID]
-Used by up.sh for the namespace-wide default log of namespace `default` when launcher.simlog is not available.
+Used by up.sh for the namespace-wide default log of namespace `default` when hack/simlog.py is not available.
 Key set and order follow shared/notes/verl.md section 5.4 (values synthetic but consistent).
 """
 import argparse

@@ -137,11 +137,11 @@ DEFAULT_LOG="$SERVED_LOGS/default-namespace-verl.log"
 if [ ! -s "$DEFAULT_LOG" ]; then
   ROOT=$(cd "$HERE/../.." && pwd)
   PYBIN=python3; [ -x "$ROOT/.venv/bin/python" ] && PYBIN="$ROOT/.venv/bin/python"
-  if [ -f "$ROOT/src/launcher/simlog.py" ] && \
-     PYTHONPATH="$ROOT/src" "$PYBIN" -m launcher.simlog --cri --val-before-train --steps 20 --n 2 --batch-size 8 \
+  if [ -f "$ROOT/hack/simlog.py" ] && \
+     "$PYBIN" "$ROOT/hack/simlog.py" --cri --val-before-train --steps 20 --n 2 --batch-size 8 \
        --gpus 2 -o "$DEFAULT_LOG.tmp" >/dev/null 2>&1 && \
      [ -s "$DEFAULT_LOG.tmp" ] && head -1 "$DEFAULT_LOG.tmp" | grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T\S+ std(out|err) [FP] '; then
-    mv "$DEFAULT_LOG.tmp" "$DEFAULT_LOG"; say "default log: launcher.simlog"
+    mv "$DEFAULT_LOG.tmp" "$DEFAULT_LOG"; say "default log: hack/simlog.py"
   else
     rm -f "$DEFAULT_LOG.tmp"; python3 "$HERE/gen_verl_log.py" "$DEFAULT_LOG"; say "default log: gen_verl_log.py"
   fi

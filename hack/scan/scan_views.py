@@ -14,9 +14,9 @@ from pathlib import Path
 
 import yaml
 
-from launcher.config import load_spec
-from launcher.render import render, to_yaml
-from launcher.spec import BACKENDS
+from launcher.spec.load import load_spec
+from launcher.render.manifests import render, to_yaml
+from launcher.spec.names import BACKENDS
 
 ROOT = Path(__file__).resolve().parents[2]
 

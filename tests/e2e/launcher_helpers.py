@@ -30,13 +30,13 @@ def cri(lines: list[str], start: dt.datetime | None = None, step_us: int = 1000)
 
 
 def verl_lines(steps: int, seed: int = 0) -> list[str]:
-    from launcher import simlog
+    import simlog
 
     return [ln.rstrip("\n") for ln in simlog.generate(steps=steps, seed=seed)]
 
 
 def expected_rows(steps: int, seed: int = 0) -> list[dict]:
-    from launcher import simlog
+    import simlog
 
     return json.loads(json.dumps(simlog.expected_rows(steps=steps, seed=seed)))
 
@@ -62,7 +62,7 @@ def submit_args(ns: str, steps: int, delay: str, *extra: str) -> list[str]:
 
 
 def job_name(ns: str, steps: int, delay: str, *sets: str) -> str:
-    from launcher.config import load_spec
+    from launcher.spec.load import load_spec
 
     ann = json.dumps({ks.POD_COMPLETE_DELAY: delay})
     return load_spec(CONFIG, [f"scheduling.namespace={ns}", f"trainer.total_training_steps={steps}",

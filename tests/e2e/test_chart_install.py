@@ -33,8 +33,8 @@ import kwok_support as ks
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ for helm_tools
 from helm_tools import CHART, ROOT, tool  # noqa: E402
 
-from launcher.config import load_spec  # noqa: E402
-from launcher.render import render  # noqa: E402
+from launcher.spec.load import load_spec  # noqa: E402
+from launcher.render.manifests import render  # noqa: E402
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(420)]
 

@@ -2,7 +2,7 @@
 and KubeRay operator, the real scheduler against fake A100 nodes, KWOK stages and KWOK log serving.
 
 Every test runs against the cluster from the ``kube_cluster`` fixture (started on demand, never someone else's).
-Every job is the launcher's own rendered grpo-exp3 (`launcher render` / `launcher.render.render`), with only the
+Every job is the launcher's own rendered grpo-exp3 (`launcher render` / `launcher.render.manifests.render`), with only the
 KWOK stage annotations and, where a test needs it, a field broken on purpose; none is written by hand.
 """
 from __future__ import annotations
@@ -33,10 +33,10 @@ VERL_LOG = [
 
 
 def exp3_objects(backend: str, *sets: str, annotations: dict | None = None) -> list[dict]:
-    """The launcher's own manifests for grpo-exp3 (`launcher.render.render`, what `submit` sends), in apply
+    """The launcher's own manifests for grpo-exp3 (`launcher.render.manifests.render`, what `submit` sends), in apply
     order; `annotations` become `scheduling.pod_annotations` (the KWOK stage annotations these tests need)."""
-    from launcher.config import load_spec
-    from launcher.render import render
+    from launcher.spec.load import load_spec
+    from launcher.render.manifests import render
 
     overrides = list(sets)
     if annotations:
@@ -449,7 +449,7 @@ def test_fixture_refuses_clusters_it_did_not_start(kube_cluster, tmp_path, monke
 def test_report_of_a_run_on_kwok_nodes_says_it_is_simulated(kube_cluster, namespace, tmp_path):
     """`launcher submit --follow` on the fake A100 nodes records the KWOK node in runs/<job>/pods.json, and
     `launcher report` leads with the simulated-trainer note (the log is a generated verl log)."""
-    from launcher.config import load_spec
+    from launcher.spec.load import load_spec
     from launcher_helpers import CONFIG, cri, run_launcher, verl_lines
 
     steps = 4

@@ -50,9 +50,9 @@ def test_eval_job_passes_server_side_dry_run(kube_cluster, namespace, tmp_path, 
 
 
 def test_eval_follow_writes_eval_json_and_the_report_section(kube_cluster, namespace, tmp_path):
-    from launcher.commands.eval import models_key
-    from launcher.config import load_spec
-    from launcher.labels import eval_job_name
+    from launcher.cli.commands.eval import models_key
+    from launcher.spec.load import load_spec
+    from launcher.spec.names import eval_job_name
 
     ns, runs = namespace, tmp_path / "runs"
     pv = _bound_claim(kube_cluster, ns)

@@ -35,8 +35,8 @@ def _ref(kube, job):
 def test_stream_cut_several_times(kube_cluster, namespace, tmp_path):
     """The real API stream is closed by the follower's hook at a different place on each of the first 6
     attaches (as a network cut would), while the served log keeps growing."""
-    from launcher.follow import LogFollower
-    from launcher.runs import RunDir
+    from launcher.run.follow import LogFollower
+    from launcher.run.dirs import RunDir
 
     ns, runs = namespace, tmp_path / "runs"
     # The 6 cuts need 18 chunks (cut at the 2nd, 3rd, 4th of an attach, twice) while the log still grows: the 42
@@ -74,9 +74,10 @@ def test_watch_expires_410_mid_run_relists_and_loses_nothing(kube_cluster, names
     """The follower's pod and job watches are made to resume from resourceVersion 1, long compacted: the real
     API server answers 410 Gone ("too old resource version"), the informers list again and watch on, and the
     run is followed to the end with every line once."""
-    from launcher.follow import LogFollower, WatchState
+    from launcher.run.follow import LogFollower
+    from launcher.run.jobstate import WatchState
     from launcher.kube.informer import ClusterStateCache
-    from launcher.runs import RunDir
+    from launcher.run.dirs import RunDir
 
     ns, runs = namespace, tmp_path / "runs"
     delay = "60s"
@@ -153,9 +154,9 @@ def test_container_restart_mid_run(kube_cluster, namespace, tmp_path):
     previous container's log and a new file as the current one (a resumed verl re-logging steps with other
     values), then patches the pod's status (restartCount 1, lastState terminated) through the status
     subresource."""
-    from launcher.follow import LogFollower
+    from launcher.run.follow import LogFollower
     from launcher.kube import POD
-    from launcher.runs import RunDir
+    from launcher.run.dirs import RunDir
 
     ns, runs = namespace, tmp_path / "runs"
     delay = "30s"
@@ -198,7 +199,7 @@ def test_container_restart_mid_run(kube_cluster, namespace, tmp_path):
     assert saved == first + second
     assert rows(runs / job) == expected_rows(6, seed=8)  # the restarted container's values won
     meta = json.loads((runs / job / "metrics.meta.json").read_text())
-    # attempts are `<pod created>/<uid>/<restart>` (launcher.follow): restart 1 of the same pod won
+    # attempts are `<pod created>/<uid>/<restart>` (launcher.run.follow): restart 1 of the same pod won
     assert {r["attempt"].rsplit("/", 1)[1] for r in meta["relogged"]} == {"000001"}
 
 

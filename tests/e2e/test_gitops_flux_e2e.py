@@ -3,7 +3,7 @@
 A bare repository on the loopback git server (hack/cluster/git_server.py, `git http-backend`), a GitRepository and a
 Kustomization (the options of manifests/gitops/flux-kustomization-grpo-exp3.yaml, a short interval) in the test's
 namespace, the real source-controller and kustomize-controller (hack/cluster/flux.sh), and the launcher following
-what Flux created. Simulated: the pods' containers (KWOK) and the verl log (launcher.simlog).
+what Flux created. Simulated: the pods' containers (KWOK) and the verl log (simlog).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Least-privilege RBAC on the real API server.
 
 A ServiceAccount bound to exactly what `launcher rbac` renders runs every launcher verb (submit, status,
-list, logs, wait, delete, doctor) on every backend. Then each row of `launcher.rbac.CALLS` is taken away
+list, logs, wait, delete, doctor) on every backend. Then each row of `launcher.render.rbac.CALLS` is taken away
 in turn (one namespace, one ServiceAccount, the Role re-applied without that one verb): a verb that
 needs it fails with one `error:` line naming the refused verb and resource (exit 3, no traceback), or,
 for the optional cluster-wide reads, says what it could not check.
@@ -96,7 +96,7 @@ def own_queue(kube_cluster, namespace):
 def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed(kube_cluster, trainer, flux,
                                                                                   namespace, own_queue, tmp_path):
     from launcher.kube import Kube
-    from launcher.rbac import CALLS
+    from launcher.render.rbac import CALLS
 
     info, ns = kube_cluster, namespace
     user, objs, _ = launcher_user(info, ns, "launcher-user", tmp_path / "kubeconfig")

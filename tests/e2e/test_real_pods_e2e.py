@@ -30,7 +30,7 @@ def real_node(kube_cluster):
 
 
 def smoke_job(ns: str, *sets: str) -> str:
-    from launcher.config import load_spec
+    from launcher.spec.load import load_spec
 
     return load_spec(rn.SMOKE, [f"scheduling.namespace={ns}", *sets]).job_name
 
@@ -65,7 +65,7 @@ def test_smoke_job_runs_to_completion_in_real_pods(real_node, namespace, tmp_pat
     assert rc == 0, f"{err[-3000:]}\nlogs: {json.dumps({k: v[-1500:] for k, v in logs.items()})}"
     print(f"\n{backend} x{nodes}: submit to Succeeded in {elapsed:.1f}s")
 
-    from launcher.config import load_spec
+    from launcher.spec.load import load_spec
     spec = load_spec(rn.SMOKE, [f"scheduling.namespace={ns}", *sets])
     # the driver's log: PyTorchJob master / TrainJob node 0 / RayJob submitter (ray job logs) carries the result line
     texts = "\n".join(logs.values())

@@ -30,8 +30,8 @@ def real_node(kube_cluster):
 def test_real_pod_evicted_mid_run_is_replaced_and_followed(real_node, kube_api, namespace, tmp_path):
     from kubernetes import client
 
-    from launcher.attempts import load, summarise
-    from launcher.config import load_spec
+    from launcher.run.attempts import load, summarise
+    from launcher.spec.load import load_spec
 
     info, ns, runs = real_node, namespace, tmp_path / "runs"
     steps = 10

@@ -19,8 +19,8 @@ STEPS = 8
 
 
 def _run(info, ns: str, runs: Path, exp: str, n: int, max_len: int) -> Path:
-    from launcher import simlog
-    from launcher.config import load_spec
+    import simlog
+    from launcher.spec.load import load_spec
 
     ann = json.dumps({ks.POD_COMPLETE_DELAY: "12s"})
     sets = [f"trainer.total_training_steps={STEPS}", f"scheduling.pod_annotations={ann}",

@@ -1,14 +1,17 @@
 """A followed run survives losing its pod on the local control plane: the pod evicted (Eviction API, as `kubectl
 drain` does) and its node deleted mid-run. The training-operator recreates the PyTorchJob's pod (restartPolicy
-Never: a deleted pod is replaced, not counted as a failure), `submit --follow` keeps following, metrics.jsonl
-holds every step once with the resumed attempt's values, and `status` and the report show the restart.
+OnFailure, from run_policy.backoff_limit=2: a lost pod is replaced; with Never it would fail the job), `submit
+--follow` keeps following, metrics.jsonl holds every step once with the resumed attempt's values, and `status`
+and the report show the restart.
 
 Simulated trainer (KWOK): the pod runs no container. Each attempt's log is what the real entrypoint and verl
 print: the entrypoint's attempt line, then verl's step lines (simlog), the resumed attempt starting after the
 checkpoint it names. The test serves attempt 1's log for the pod, and attempt 2's once the old pod is gone and
 before the replacement can be scheduled (its own KWOK nodes, tainted for this test only, are cordoned or
 deleted), so each pod serves only its own attempt. The resume decision itself is proven on real verl
-checkpoints in tests/verl/test_resume_verl.py; the same on a real container is test_real_pods_resume below.
+checkpoints in tests/verl/test_resume_verl.py; an eviction on a real container (replaced and followed; the smoke
+workload, so it starts over rather than resuming) is tests/e2e/test_real_resume_e2e.py::
+test_real_pod_evicted_mid_run_is_replaced_and_followed.
 """
 from __future__ import annotations
 
@@ -138,7 +141,7 @@ def _check_outcome(info, ns: str, runs, job: str, follow: _Follow, *, evicted_ui
     meta = json.loads((run / "metrics.meta.json").read_text())
     assert sorted(r["step"] for r in meta["relogged"]) == [6, 7]
     assert all(evicted_uid not in meta["step_attempt"][str(s)] for s in range(6, STEPS + 1))
-    from launcher.attempts import load, summarise
+    from launcher.run.attempts import load, summarise
 
     att = summarise(load(run))
     assert [(a["action"], a["resumed_from"], a["first_step"], a["last_step"], a["steps_lost"]) for a in att] == [
@@ -158,7 +161,7 @@ def _check_outcome(info, ns: str, runs, job: str, follow: _Follow, *, evicted_ui
 
 
 def _job(ns: str, delay: str) -> str:
-    from launcher.config import load_spec
+    from launcher.spec.load import load_spec
 
     return load_spec(CONFIG, _sets(ns, delay)).job_name
 

@@ -77,7 +77,7 @@ def test_failed_run_exit_1_with_reason(kube_cluster, namespace, tmp_path):
     ns, runs = namespace, tmp_path / "runs"
     ann = json.dumps({ks.POD_COMPLETE_DELAY: "8s", ks.POD_FAIL_EXIT_CODE: "3"})
     sets = ["--set", "trainer.total_training_steps=3", "--set", f"scheduling.pod_annotations={ann}"]
-    from launcher.config import load_spec
+    from launcher.spec.load import load_spec
 
     job = load_spec(CONFIG, [f"scheduling.namespace={ns}", "trainer.total_training_steps=3",
                              f"scheduling.pod_annotations={ann}"]).job_name
@@ -152,7 +152,7 @@ def test_missing_namespace_and_unknown_name(kube_cluster, tmp_path):
 
 
 def test_bad_input_never_connects(tmp_path):
-    """Validation failures exit 2 fast, without a single connection (a listening socket counts them)."""
+    """Validation failures exit 2 without a single connection (a listening socket counts them)."""
     import os
     import sys
 
@@ -167,11 +167,9 @@ def test_bad_input_never_connects(tmp_path):
                               "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
     env = {**os.environ, "KUBECONFIG": str(kc)}
     for extra in (["--set", "rollout.n=0"], ["--set", "bogus=1"], ["--backend", "mpi"], ["-n", "UPPER"]):
-        t0 = time.monotonic()
         p = subprocess.run([sys.executable, "-m", "launcher", "submit", CONFIG, *extra], env=env,
                            capture_output=True, text=True, timeout=60)
         assert p.returncode == 2, p.stderr
-        assert time.monotonic() - t0 < 20
     with pytest.raises(OSError):
         srv.accept()  # nobody ever connected
     srv.close()

@@ -54,8 +54,8 @@ def _when(c: dict) -> dt.datetime:
 
 
 def test_sweep_2x2_through_kueue_two_at_a_time_then_attach(kube_cluster, namespace, sweep_queue, tmp_path):
-    from launcher import simlog
-    from launcher.sweep import expand, parse_grid
+    import simlog
+    from launcher.run.sweep import expand, parse_grid
 
     info, ns, runs = kube_cluster, namespace, tmp_path / "runs"
     sweep = expand(CONFIG, parse_grid(GRID[1::2]), [*_sets(ns), f"scheduling.queue={sweep_queue}"])
@@ -130,8 +130,8 @@ def _steady_score(run) -> float:
 
 def test_sweep_max_parallel_one_submits_the_next_when_one_finishes(kube_cluster, namespace, tmp_path):
     """Without a queue, --max-parallel 1: the second run is created only after the first one finished."""
-    from launcher import simlog
-    from launcher.sweep import expand, parse_grid
+    import simlog
+    from launcher.run.sweep import expand, parse_grid
 
     info, ns, runs = kube_cluster, namespace, tmp_path / "runs"
     grid = ["--grid", "rollout.n=2,4"]

@@ -41,7 +41,7 @@ def real_node(kube_cluster):
 def test_smoke_run_logs_its_steps_to_mlflow_from_inside_the_pod(real_node, namespace, tmp_path, backend):
     from mlflow import MlflowClient
 
-    from launcher.config import load_spec
+    from launcher.spec.load import load_spec
     from launcher.export.mlflow_export import mlflow_key
 
     info, ns, runs = real_node, namespace, tmp_path / "runs"

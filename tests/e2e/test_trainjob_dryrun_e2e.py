@@ -30,8 +30,8 @@ VARIANTS = [
 
 
 def _render(namespace: str, exp: str, sets: tuple[str, ...]) -> list[dict]:
-    from launcher.config import load_spec
-    from launcher.render import render
+    from launcher.spec.load import load_spec
+    from launcher.render.manifests import render
 
     config = CONFIG.replace("grpo-exp3", exp)
     return render(load_spec(config, [f"scheduling.namespace={namespace}", *sets], "trainjob"))

@@ -3,7 +3,7 @@
 The launcher creates a TrainingRuntime and a TrainJob; the real Trainer controller creates the JobSet, the real
 JobSet controller the indexed Job, the Job controller the pods, the scheduler puts them on the KWOK A100 nodes
 (two nodes: one pod each, by the pods' anti-affinity), KWOK runs them and serves the verl log. What is simulated:
-the pods' containers (KWOK) and the verl log (launcher.simlog); the TrainJob/JobSet/Job lifecycles are real.
+the pods' containers (KWOK) and the verl log (simlog); the TrainJob/JobSet/Job lifecycles are real.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def _args(sets: list[str]) -> list[str]:
 
 
 def _job(sets: list[str]) -> str:
-    from launcher.config import load_spec
+    from launcher.spec.load import load_spec
 
     return load_spec(CONFIG, sets).job_name
 

@@ -91,7 +91,7 @@ def test_watch_reports_a_stall_once_and_leaves_the_run_alone(kube_cluster, names
 
 
 def test_relaunch_reproduces_the_job_name_and_diff_names_the_changed_keys(kube_cluster, namespace, tmp_path):
-    from launcher import simlog
+    import simlog
 
     ns, runs = namespace, tmp_path / "runs"
     steps, delay = 6, "6s"
@@ -126,7 +126,7 @@ def test_relaunch_reproduces_the_job_name_and_diff_names_the_changed_keys(kube_c
     # exp4 beside exp3: diff names exactly rollout.n and data.max_response_length
     sets = [f"scheduling.namespace={ns}", f"trainer.total_training_steps={steps}",
             "scheduling.pod_annotations=" + json.dumps({ks.POD_COMPLETE_DELAY: delay})]
-    from launcher.config import load_spec
+    from launcher.spec.load import load_spec
 
     job4 = load_spec(EXP4, sets).job_name
     lines4 = [ln.rstrip("\n") for ln in simlog.generate(steps=steps, seed=14, n=4, max_response_length=512)]
@@ -148,7 +148,7 @@ def test_relaunch_on_the_real_node_pins_the_image_id(kube_cluster, namespace, tm
     """A real container of the existing CPU image (configs/smoke-cpu.yaml): its imageID is recorded, and the
     relaunch runs the same job name with its pods' image set to that imageID, which they report back."""
     import realnode as rn
-    from launcher.config import load_spec
+    from launcher.spec.load import load_spec
 
     rn.ensure_real_node(kube_cluster)
     ns, runs = namespace, tmp_path / "runs"

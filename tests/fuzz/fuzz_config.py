@@ -12,9 +12,9 @@ import atheris
 with atheris.instrument_imports():
     import yaml
 
-    from launcher.config import apply_sets, parse_yaml_text, spec_from_raw
+    from launcher.spec.load import apply_sets, parse_yaml_text, spec_from_raw
     from launcher.errors import BadInput
-    from launcher.render import render, to_yaml
+    from launcher.render.manifests import render, to_yaml
 
 
 def one_input(data: bytes) -> None:

@@ -1,6 +1,6 @@
 """The evaluation job's verl command lines under verl 0.9.1's real Hydra config and `validate_config`.
 
-`launcher.entrypoint.evaluate.target_run` builds, per model, `verl_overrides(mode="eval")` plus a
+`launcher.entrypoint.eval.target_run` builds, per model, `verl_overrides(mode="eval")` plus a
 per-model experiment name, `default_local_dir` and `trainer.validation_data_dir`. Here each list
 composes like `python -m verl.trainer.main_ppo` composes it, every override lands on its key, verl's
 own validation passes, and the composed validation sampling is greedy (verl's `val_kwargs`
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from launcher.config import load_spec
-from launcher.entrypoint import evaluate as EV
+from launcher.spec.load import load_spec
+from launcher.entrypoint import eval as EV
 
 from test_verl_compose import CONFIGS, assert_every_override_applied
 from verl_harness import compose, validate

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from launcher.config import dump_spec, load_spec
-from launcher.entrypoint import evaluate as EV
+from launcher.spec.load import dump_spec, load_spec
+from launcher.entrypoint import eval as EV
 from launcher.entrypoint.__main__ import main
 from launcher.entrypoint.environment import ContainerProbe
-from launcher.evaluation import eval_doc
+from launcher.run.eval import eval_doc
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

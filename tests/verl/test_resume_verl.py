@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.config import dump_spec, load_spec
+from launcher.spec.load import dump_spec, load_spec
 from launcher.entrypoint import resume as RS
 from launcher.entrypoint.__main__ import VERL_COMMAND, main
 from launcher.entrypoint.environment import ContainerProbe

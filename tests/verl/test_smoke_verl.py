@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from launcher.config import load_spec
+from launcher.spec.load import load_spec
 from launcher.entrypoint.smoke_checks import check_verl_config, validation_overrides
-from launcher.verl_args import verl_overrides
+from launcher.spec.verl import verl_overrides
 from verl_harness import compose, validate
 
 SMOKE = Path(__file__).resolve().parents[2] / "configs" / "smoke-cpu.yaml"

@@ -16,13 +16,13 @@ import yaml
 from mlflow import MlflowClient
 
 from entrypoint_support import standin_config
-from launcher.config import load_spec
+from launcher.spec.load import load_spec
 from launcher.entrypoint import tracking as TR
 from launcher.entrypoint.__main__ import main as entrypoint_main
 from launcher.entrypoint.environment import ContainerProbe
 from launcher.export.mlflow_export import mlflow_key
-from launcher.render import render
-from launcher.verl_args import verl_overrides
+from launcher.render.manifests import render
+from launcher.spec.verl import verl_overrides
 from verl_harness import compose, validate
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""Our validation (`launcher.config.load_spec` with `--set`) gives verl 0.9.1's verdict on batch shapes.
+"""Our validation (`launcher.spec.load.load_spec` with `--set`) gives verl 0.9.1's verdict on batch shapes.
 
 For each row: our verdict is "load_spec accepts or raises BadInput". verl's verdict is the first
 stage that rejects the same spec's overrides:
@@ -32,10 +32,10 @@ from pathlib import Path
 
 import pytest
 
-from launcher.config import apply_sets, load_raw, load_spec
+from launcher.spec.load import apply_sets, load_raw, load_spec
 from launcher.errors import BadInput
-from launcher.spec import ExperimentSpec
-from launcher.verl_args import verl_overrides
+from launcher.spec.model import ExperimentSpec
+from launcher.spec.verl import verl_overrides
 
 from verl_harness import compose, runtime_problems, validate
 

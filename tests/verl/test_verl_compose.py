@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from launcher.config import load_spec
+from launcher.spec.load import load_spec
 from launcher.errors import BadInput
-from launcher.spec import BACKENDS
-from launcher.verl_args import hydra_value, verl_overrides
+from launcher.spec.names import BACKENDS
+from launcher.spec.verl import hydra_value, verl_overrides
 
 from verl_harness import compose, runtime_problems, validate
 

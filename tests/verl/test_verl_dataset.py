@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from launcher.config import load_spec
+from launcher.spec.load import load_spec
 from launcher.entrypoint.gsm8k import prepare_gsm8k
-from launcher.verl_args import verl_overrides
+from launcher.spec.verl import verl_overrides
 
 from verl_harness import compose
 

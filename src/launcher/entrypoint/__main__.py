@@ -29,21 +29,21 @@ import argparse
 import os
 import shlex
 import sys
-import time
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from launcher.config import load_spec
+from launcher.spec.contract import attempt_id
+from launcher.spec.load import load_spec
 from launcher.entrypoint import environment as E
-from launcher.entrypoint import evaluate as EV
+from launcher.entrypoint import eval as EV
 from launcher.entrypoint import ray_cluster as R
 from launcher.entrypoint import resume as RESUME
 from launcher.entrypoint import smoke as SMOKE
 from launcher.entrypoint import tracking as TR
 from launcher.entrypoint.runner import DEFAULT_GRACE_S, log, run_child
 from launcher.errors import EXIT_BAD_INPUT, LauncherError
-from launcher.spec import ExperimentSpec
-from launcher.verl_args import verl_overrides
+from launcher.spec.model import ExperimentSpec
+from launcher.spec.verl import verl_overrides
 
 VERL_COMMAND = ["python3", "-m", "verl.trainer.main_ppo"]
 CHILD_CMD_ENV = "LAUNCHER_CHILD_CMD"
@@ -96,11 +96,6 @@ def verl_argv(spec: ExperimentSpec, role: E.Role, *, cpus: int, mode: str, model
     ray_num_cpus = cpus if role == "single-node" else None
     return [*VERL_COMMAND, *verl_overrides(spec, mode=mode, model=model, ray_num_cpus=ray_num_cpus,
                                            resume_from=resume_from)]
-
-
-def attempt_id(env: Mapping[str, str]) -> str:
-    """Name of this attempt's metrics file: LAUNCHER_ATTEMPT, else the UTC start time."""
-    return env.get("LAUNCHER_ATTEMPT") or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
 
 
 def _prepare_data(spec: ExperimentSpec, prepare: PrepareFn | None) -> None:

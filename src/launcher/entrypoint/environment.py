@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Mapping
 
-from launcher.spec import ExperimentSpec
+from launcher.spec.model import ExperimentSpec
 
 Role = Literal["single-node", "ray-head", "ray-worker", "ray-job-driver"]
 

@@ -18,7 +18,7 @@ verl's own files and three of the launcher's:
 With `trainer.resume_mode: auto` the newest complete checkpoint not newer than the tracker is
 resumed (a save that is missing a rank's shard or `data.pt` is skipped in favour of the previous one);
 `disable` always starts fresh, `resume_path` uses the configured path. Each start prints one line
-(`Decision.line`), which the launcher's follower reads (`launcher.attempts`).
+(`Decision.line`), which the launcher's follower reads (`launcher.run.attempts`).
 """
 
 from __future__ import annotations
@@ -31,14 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal, Mapping
 
-from launcher.spec import ExperimentSpec
+from launcher.spec.contract import START_OVER_ENV
+from launcher.spec.model import ExperimentSpec
 
 TRACKER = "latest_checkpointed_iteration.txt"
 ATTEMPTS = "launcher-attempts.jsonl"
 FINISHED = "launcher-finished.json"
 RUN_FILE = "launcher-run.json"
 SUPERSEDED = "superseded-"
-START_OVER_ENV = "LAUNCHER_START_OVER"
 # Per-rank files verl's FSDPCheckpointManager writes with its default checkpoint.save_contents
 # (model, optimizer, extra); `optim` is the optimizer's file prefix.
 SHARD_KINDS = ("model", "optim", "extra_state")
@@ -128,7 +128,7 @@ class Decision:
         return max(0, self.last_logged - (self.step or 0))
 
     def line(self) -> str:
-        """The one line per attempt that `launcher.attempts.parse_attempt_line` reads back."""
+        """The one line per attempt that `launcher.run.attempts.parse_attempt_line` reads back."""
         lost = self.steps_lost
         details = [*self.skipped, *([self.note] if self.note else [])]
         extra = f" ({'; '.join(details)})" if details else ""

@@ -41,15 +41,15 @@ import sys
 import time
 from typing import Any, Mapping, Sequence
 
-from launcher.config import load_spec
+from launcher.spec.load import load_spec
 from launcher.entrypoint import environment as E
 from launcher.entrypoint import nccl_check as N
 from launcher.entrypoint import ray_cluster as R
 from launcher.entrypoint.smoke_checks import PREFIX, Check, check_verl_config, pod_checks
 from launcher.entrypoint.smoke_dist import GlooMember, Reduced, TorchGroup, ballast, node_ip
 from launcher.errors import LauncherError
-from launcher.spec import ExperimentSpec
-from launcher.verl_args import verl_overrides
+from launcher.spec.model import ExperimentSpec
+from launcher.spec.verl import verl_overrides
 
 ROLES = ("single-node", "ray-head", "ray-worker", "ray-job-driver")
 PAD_WIDTH = 120  # characters per padding line (kubelet rotates by bytes)

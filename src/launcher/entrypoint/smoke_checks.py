@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from launcher import quantity as Q
-from launcher.spec import ExperimentSpec
+from launcher.spec import quantity as Q
+from launcher.spec.model import ExperimentSpec
 
 PREFIX = "[smoke]"
 

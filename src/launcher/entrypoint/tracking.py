@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from launcher.spec import ExperimentSpec
+from launcher.spec.model import ExperimentSpec
 
 RECORD_NAME = "mlflow-run.json"
 TAG_JOB = "grpo.launcher.io/job"
@@ -64,7 +64,7 @@ def _read_record(path: Path) -> dict[str, Any] | None:
 
 
 def _write_record(path: Path, record: dict[str, Any]) -> None:
-    from launcher.runs import write_atomic
+    from launcher.run.dirs import write_atomic
 
     write_atomic(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
 
@@ -167,7 +167,7 @@ def ray_overrides(env: Mapping[str, str]) -> list[str]:
     verl merges `ray_kwargs.ray_init.runtime_env` over its own defaults and passes it to `ray.init`
     (verl/trainer/main_ppo.py), so every actor of the job, on any node, gets these variables.
     """
-    from launcher.verl_args import hydra_value
+    from launcher.spec.verl import hydra_value
 
     return [f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}={hydra_value(env[k])}"
             for k in RUNTIME_ENV_VARS if k in env]

@@ -88,7 +88,7 @@ def load_run_data(run_dir: str | Path, *, summary: bool = True) -> RunData:
     if isinstance(spec.get("name"), str):
         tags[TAG_EXPERIMENT] = spec["name"]
     if run.pods is not None:
-        from launcher import placement
+        from launcher.run import placement
 
         simulated = placement.summary(run.pods).get("simulated")
         # Say plainly when the figures come from a generated log (KWOK fake nodes), not from training.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from launcher import labels as L
+from launcher.spec import names as L
 from launcher.errors import BadInput
 from launcher.kube.client import JOB_RESOURCES, POD, RAYJOB, PYTORCHJOB, TRAININGRUNTIME, TRAINJOB, Kube
 

@@ -45,18 +45,13 @@ line (`_items_fast`, then the per-item reference `_items`) wherever the batch co
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field, fields
-from itertools import chain, compress, repeat, starmap
+from io import BytesIO
+from math import hypot
 from operator import itemgetter
 
 import orjson
-
-try:  # the optional C accelerator (setup.py); without it the pure-Python path gives the same records
-    from launcher.metrics._stepjson import encode as _encode
-except ImportError:
-    _encode = None
 
 # Longest physical line we keep. A full exp3 training line is ~3.3 KB; validation over many data
 # sources can add a few KB. 1 MiB leaves room for anything verl prints and bounds memory against a
@@ -82,6 +77,7 @@ _INT = re.compile(r"-?\d+")
 # Python/numpy float repr only: rejects "1_0", " 1", "infinity" that float() would accept.
 _FLOAT = re.compile(r"-?(?:\d+\.\d+(?:e[+-]\d+)?|\d+e[+-]\d+|inf|nan)")
 
+_NO_NEWLINE = itemgetter(slice(None, -1))
 _BOOLS = {"True": True, "False": False, "np.True_": True, "np.False_": False}
 
 
@@ -152,7 +148,6 @@ def _strip_prefixes(line: str) -> str:
 # so `_strip_prefixes(line)` removes exactly that text whenever it removes it from `head + "step:"`. Timestamped
 # heads (a digit first) differ on every line and are not kept.
 _PREFIX_SEEN: dict[str, bool] = {}
-_PREFIX_OK: set[str] = {""}  # the heads in _PREFIX_SEEN that are all prefix, and no head at all
 
 
 def _prefix_only(head: str) -> bool:
@@ -167,8 +162,6 @@ def _remember_prefix(head: str) -> bool:
         known = _prefix_only(head)
         if len(_PREFIX_SEEN) < 4096 and head[:1] in "(\x1b":
             _PREFIX_SEEN[head] = known
-            if known:
-                _PREFIX_OK.add(head)
     return known
 
 
@@ -244,13 +237,13 @@ def _items(rest: str) -> dict[str, int | float | bool] | None:
 #   integer beyond 64 bits (orjson makes it a float) go to `_items`.
 # tests/test_metrics_parser.py checks the two against each other on generated lines.
 _NP_HEAD = re.compile(
-    r"(?:float(?:16|32|64|128)?|longdouble|u?int(?:8|16|32|64)?|longlong|intc|intp)"
-    r"\('?(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:e[+-][0-9]+)?)'?\)"
+    rb"(?:float(?:16|32|64|128)?|longdouble|u?int(?:8|16|32|64)?|longlong|intc|intp)"
+    rb"\('?(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:e[+-][0-9]+)?)'?\)"
 )
-_NP_SEEN: dict[str, str] = {}  # `int32(2` -> `2`: numpy reprs already matched by _NP_HEAD (bounded)
-_E_DIGIT = re.compile(r"e[0-9]")
-_NUMBER_TYPES = frozenset({int, float})
-_INT64 = 2.0**63  # orjson reads a wider integer as a float; `_items` keeps it an int
+_NP_SEEN: dict[bytes, bytes] = {}  # `int32(2` -> `2`: numpy reprs already matched by _NP_HEAD (bounded)
+# `e` before a digit (an exponent without a sign, which `_items` refuses), or ending a value (`true`, `false`)
+_E_DIGIT = re.compile(rb"e[0-9\t}]")
+_BOUND = 2.0**62  # orjson reads an integer below -2**63 or from 2**64 as a float; `_items` keeps it an int
 
 
 def _items_fast(rest: str) -> dict[str, int | float] | None:
@@ -258,147 +251,51 @@ def _items_fast(rest: str) -> dict[str, int | float] | None:
     # JSON skips blanks around a value where `_items` refuses them: any blank outside a separator declines
     if '"' in rest or "\\" in rest or "E" in rest or "\t" in rest or "\n" in rest or "\r" in rest:
         return None
-    body = rest.replace(_SEP, ',"').replace(":", '":')
-    if " " in body:
+    try:
+        body = rest.encode()  # (bytes: replacing a character is a memchr per occurrence, not a loop per byte)
+    except UnicodeEncodeError:  # a lone surrogate (text from feed_lines)
         return None
-    if "(" in rest:  # a numpy repr, maybe (one memchr, where looking for `":np.` costs a scan per quote)
+    body = body.replace(b" - ", b'\t,"')  # (same length: one pass, nothing to count)
+    if b" " in body:
+        return None
+    colons = len(body)
+    body = body.replace(b":", b'":')
+    colons = len(body) - colons
+    if b"(" in body:  # a numpy repr, maybe (one memchr, where looking for `":np.` costs a scan per quote)
         body = _unwrap_np(body)
         if body is None:
             return None
+    body = b'{"' + body + b"}"
     if _E_DIGIT.search(body):
         return None
     try:
-        metrics = orjson.loads('{"' + body + "}")
-    except orjson.JSONDecodeError:  # (a ValueError: lone surrogates, overflow, anything not JSON)
+        metrics = orjson.loads(body)
+        if len(metrics) != colons or not hypot(*metrics.values()) < _BOUND:  # (TypeError: null, a list, an object)
+            return None
+    except (ValueError, TypeError):  # not JSON (orjson.JSONDecodeError is a ValueError), or not a number
         return None
-    values = metrics.values()
-    if len(metrics) != rest.count(":") or "" in metrics or not _NUMBER_TYPES.issuperset(map(type, values)) \
-            or max(values) >= _INT64 or min(values) <= -_INT64:
-        return None
-    return metrics
+    return None if "" in metrics else metrics
 
 
-def _unwrap_np(body: str) -> str | None:
+def _unwrap_np(body: bytes) -> bytes | None:
     """`":np.int32(2)` -> `":2` for every numpy repr in `body`; None if one is not a plain number inside.
 
     A run repeats a few reprs (`np.int32(2)` on every line), so each distinct one is matched once."""
-    parts = body.split('":np.')
+    parts = body.split(b'":np.')
     for i in range(1, len(parts)):
-        head, paren, tail = parts[i].partition(")")
-        if not paren or (tail and tail[:2] != ',"'):
+        head, paren, tail = parts[i].partition(b")")
+        if not paren or (tail and tail[:3] != b'\t,"'):
             return None  # no closing parenthesis, or text after it inside the same value
         inner = _NP_SEEN.get(head)  # (the memo is keyed by what precedes a closing parenthesis only)
         if inner is None:
-            m = _NP_HEAD.fullmatch(head + ")")
+            m = _NP_HEAD.fullmatch(head + b")")
             if m is None:
                 return None
             inner = m.group(1)
             if len(_NP_SEEN) < 4096:
                 _NP_SEEN[head] = inner
         parts[i] = inner + tail
-    return '":'.join(parts)
-
-
-def _items_one(rest: str) -> dict[str, int | float | bool] | None:
-    """`_items(rest)`, by way of `_items_fast` when it answers."""
-    metrics = _items_fast(rest)
-    return _items(rest) if metrics is None else metrics
-
-
-# `_items_batch` reads the items of many step lines with ONE `orjson.loads`: the lines' texts become one JSON
-# array of objects (`[{"k1":v1\t,"k2":v2},{...}]`), built with a few whole-batch byte operations, so the
-# per-line Python work of `_items_fast` (its replaces, checks and numpy unwrapping) is paid once per batch.
-# It answers only when every line's result is provably `_items`' (else None, and each line goes through
-# `_items_one`). Why that holds, given the checks it makes on the whole batch:
-# - no `"`, `\`, `{`, `}`, `[`, tab, CR or LF in any line: the only quotes, braces and brackets of the array text
-#   are the ones inserted, and JSON strings need no escapes. The array has n `{` and n `}`; a list of n objects
-#   whose values are all numbers (below) needs n non-nested objects, so object i is exactly line i's text;
-# - ` - ` becomes `\t,"` (a tab is JSON whitespace; `_items` splits on the same ` - `, left to right) and any
-#   other blank declines, so blanks that `_items` refuses never reach JSON;
-# - `np.TYPE(` becomes a tab only where number characters and `)` follow (TYPE: `_NP_WRAPPED`'s list); any
-#   other `(` declines; every `)` must close one of those (counted), and becomes a tab. JSON then accepts a value
-#   only as `N` or `np.TYPE(N)` with N one JSON number token and nothing else beside it, as `_items` reads it;
-# - each `:` becomes `":`; as in `_items_fast`, valid JSON then means exactly one colon per item (so `_items`'
-#   `rpartition` splits where JSON does), and the number of keys equals the number of colons only without
-#   duplicate keys (`_items` keeps the first position and the last value: declined);
-# - `e` before a digit (an exponent without a sign: `1e5`, which `_items` refuses) or any `E` declines;
-# - `true`/`false` could only follow a colon directly (tabs come only from separators, numpy heads and `)`), so
-#   a colon before `t` or `f` declines: no booleans; `hypot` refuses anything but numbers (`null`) and bounds
-#   every value below 2**63, where orjson reads integers as `_items` does (wider ones become floats);
-# - an empty key declines (`_items` refuses it).
-# The byte-pair checks (`e`+digit, `:`+`t`/`f`) run as numpy comparisons over the whole batch: a regex over the
-# batch costs about as much as the JSON decoding. tests/test_metrics_parser.py checks batches against `_items`
-# line by line on generated lines.
-_BATCH = 64  # lines per orjson.loads (~160 KB of verl text; a whole 1 MiB read as one text was slower)
-_MIN_BATCH = 4  # fewer lines (a follower's one line at a time): the per-line path, without numpy's call costs
-_NP_BATCH = re.compile(
-    rb"np\.(?:float(?:16|32|64|128)?|longdouble|u?int(?:8|16|32|64)?|longlong|intc|intp)\((?=[-0-9.e+]+\))"
-)
-
-
-def _items_batch(rests: list[str]) -> list[dict[str, int | float]] | None:
-    """`[_items(r) for r in rests]` from one `orjson.loads`, or None when a line might read differently."""
-    flat = "".join(rests)
-    if '"' in flat or "\\" in flat or "{" in flat or "}" in flat or "[" in flat or "\t" in flat \
-            or "\n" in flat or "\r" in flat or "E" in flat:
-        return None
-    try:
-        body = '},{"'.join(rests).encode()
-    except UnicodeEncodeError:  # a lone surrogate (text from feed_lines)
-        return None
-    body, heads = _NP_BATCH.subn(b"\t", body.replace(b" - ", b'\t,"'))
-    if b" " in body or b"(" in body or body.count(b")") != heads:
-        return None
-    if heads:
-        body = body.replace(b")", b"\t")
-    import numpy as np  # (on first use: importing launcher.metrics, or a short follow, does not load numpy)
-
-    a = np.frombuffer(body, np.uint8)
-    x, y = a[:-1], a[1:]
-    # e+digit (uint8 wraps below "0"); ":" + "t"/"f" (`| 18` also maps "d" and "v" there: declining more is safe)
-    if (((x == 101) & ((y - 48) < 10)) | ((x == 58) & ((y | 18) == 118))).any():
-        return None
-    plain = len(body)
-    body = body.replace(b":", b'":')
-    try:
-        batch = orjson.loads(b'[{"' + body + b"}]")
-        if len(batch) != len(rests) or sum(map(len, batch)) != len(body) - plain \
-                or any(map(dict.__contains__, batch, repeat(""))) \
-                or not math.hypot(*chain.from_iterable(map(dict.values, batch))) < _INT64:
-            return None
-    except (ValueError, TypeError):  # not JSON; not a list of objects; a value that is not a number
-        return None
-    return batch
-
-
-def _items_many(rests: list[str]) -> list[dict[str, int | float | bool] | None]:
-    """`[_items(r) for r in rests]`, batch by batch where `_items_batch` answers."""
-    if len(rests) < _MIN_BATCH:
-        return list(map(_items_one, rests))
-    out: list[dict[str, int | float | bool] | None] = []
-    for i in range(0, len(rests), _BATCH):
-        part = rests[i : i + _BATCH]
-        got = _items_batch(part)
-        out += map(_items_one, part) if got is None else got
-    return out
-
-
-def accelerated() -> bool:
-    """True when `LogParser` reads step lines with the compiled `_stepjson` (built by `pip install`)."""
-    return _encode is not None
-
-
-def _apply_patches(pairs: list, patches: list[tuple[int, str, float]]) -> None:
-    """Set the values `_stepjson.encode` left as JSON null (nan, inf, ...), each the reference's float().
-
-    With a duplicate key the reference keeps the last value: a patch applies where the key still holds null
-    or an earlier patch of the same line, not where a later plain value replaced it."""
-    done = set()
-    for i, key, value in patches:
-        m = pairs[i][1]
-        if m[key] is None or (i, key) in done:
-            m[key] = value
-            done.add((i, key))
+    return b'":'.join(parts)
 
 
 def parse_line(line: str) -> StepRecord | None:
@@ -479,11 +376,13 @@ class LineSplitter:
         (Decoding the whole block first would make it one wide string as soon as it holds one non-ASCII
         character, a tqdm bar's, and every later step would handle twice the bytes.)"""
         c = self.counters
-        parts = data.replace(b"\r", b"\n").split(b"\n")
-        parts.pop()  # the empty piece after the final terminator
+        if b"\r" in data:
+            data = data.replace(b"\r", b"\n")
+        # (`readlines` finds each line with one memchr; `split` would test every byte in a loop of its own)
+        parts = BytesIO(data).readlines()  # each ends with its b"\n": `data` ends with a terminator
         if drop_first and parts:
             parts.pop(0)  # tail of an over-long line, already counted as truncated
-        parts = list(filter(None, parts))
+        parts = list(map(_NO_NEWLINE, filter(b"\n".__ne__, parts)))  # empty fragments dropped
         c.lines += len(parts)
         limit = self.max_line_bytes  # in bytes, as `parts` are: counts do not depend on the chunking
         if not parts or max(map(len, parts)) <= limit:
@@ -512,7 +411,6 @@ class LogParser:
 
     max_line_bytes: int = MAX_LINE_BYTES
     counters: ParseCounters = field(default_factory=ParseCounters)
-    compiled: bool = True  # False: the pure-Python path even where the C accelerator is built (tests compare them)
 
     def __post_init__(self) -> None:
         self._splitter = LineSplitter(self.max_line_bytes, self.counters)
@@ -546,51 +444,11 @@ class LogParser:
         return self._records(frags)
 
     def _records(self, frags: list[str]) -> list[StepRecord]:
-        if _encode is None or not self.compiled:
-            return self._records_py(frags)
-        # The C accelerator's path: the step lines are found, their prefixes removed and their texts handed to
-        # `_stepjson.encode` with whole-list operations, so no Python code runs per line unless a line has an
-        # unremembered prefix, was declined, or holds a nan/inf. Same records and counts as `_records_py`.
-        steps = list(compress(frags, map(str.__contains__, frags, repeat(_STEP))))
-        noise = len(frags) - len(steps)
-        parts = list(map(str.partition, steps, repeat(_STEP)))
-        if set(map(itemgetter(0), parts)) <= _PREFIX_OK:
-            rests = list(map(itemgetter(2), parts))
-        else:
-            rests = []
-            for f in map("".join, parts):
-                f = _from_step(f, f.index(_STEP))
-                if f is None:
-                    noise += 1
-                else:
-                    rests.append(f[5:])
-        body, declined, patches = _encode(rests)
-        pairs = orjson.loads(body)  # (JSON by construction; the property tests and the fuzz target hold it to that)
-        if patches:
-            _apply_patches(pairs, patches)
-        malformed = 0
-        for i in declined:  # the reference reading, line by line
-            rec = _parse(_STEP + rests[i])
-            if rec is None:
-                noise += 1
-            elif rec is _MALFORMED:
-                malformed += 1
-            else:
-                pairs[i] = (rec.step, rec.metrics)
-        out = list(starmap(StepRecord, filter(None, pairs) if declined else pairs))
-        c = self.counters
-        c.noise += noise
-        c.malformed += malformed
-        c.records += len(out)
-        return out
-
-    def _records_py(self, frags: list[str]) -> list[StepRecord]:
-        # Step lines are collected first and their items read together (`_items_many`): one orjson call per
-        # batch of lines instead of the per-line string work. Same results as `_parse` line by line.
+        # `_parse` line by line, with its prefix decision remembered (`_from_step`) and the items read by
+        # `_items_fast` where it answers, else by `_items`. Same records and counts as `_parse`.
         c = self.counters
         noise = malformed = 0
-        steps: list[int] = []
-        rests: list[str | None] = []  # None: "step:N" without items
+        out: list[StepRecord] = []
         for f in frags:
             at = f.find(_STEP)
             if at < 0:  # fast path: config dump, tqdm, warnings
@@ -609,22 +467,17 @@ class LogParser:
                 else:
                     noise += 1
                 continue
-            steps.append(int(num))
-            rests.append(f[cut + 3 :] if cut >= 0 else None)
-        out: list[StepRecord] = []
-        if steps:
-            if None in rests:
-                metrics = [{} if r is None else _items_one(r) for r in rests]
-            else:
-                metrics = _items_many(rests)
-            if None in metrics:
-                for step, m in zip(steps, metrics):
-                    if m is None:
-                        malformed += 1
-                    else:
-                        out.append(StepRecord(step, m))
-            else:
-                out = list(map(StepRecord, steps, metrics))
+            if cut < 0:
+                out.append(StepRecord(int(num), {}))
+                continue
+            rest = f[cut + 3 :]
+            metrics = _items_fast(rest)
+            if metrics is None:
+                metrics = _items(rest)
+                if metrics is None:
+                    malformed += 1
+                    continue
+            out.append(StepRecord(int(num), metrics))
         c.noise += noise
         c.malformed += malformed
         c.records += len(out)

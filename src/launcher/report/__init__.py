@@ -14,7 +14,7 @@ Never imports the Kubernetes client (ARCHITECTURE.md, "Walls").
 
 from launcher.report.build import SECTION_PROVIDERS, Section, analyze, write_report
 from launcher.report.load import Run, load_run
-from launcher.report import evaluation  # registers the GSM8K evaluation section in SECTION_PROVIDERS
+from launcher.report import eval  # registers the GSM8K evaluation section in SECTION_PROVIDERS
 from launcher.report import attempts  # registers the attempts-and-restarts section
 
 __all__ = ["SECTION_PROVIDERS", "Run", "Section", "analyze", "attempts", "evaluation", "load_run", "write_report"]

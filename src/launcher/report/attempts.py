@@ -1,4 +1,4 @@
-"""The report's "Attempts and restarts" section: one row per attempt of the run (`launcher.attempts`).
+"""The report's "Attempts and restarts" section: one row per attempt of the run (`launcher.run.attempts`).
 
 Registered in `SECTION_PROVIDERS` on import; a run that was never restarted (one fresh attempt) gets
 no section. The data lands in `report.json["sections"]["attempts"]`.
@@ -6,7 +6,7 @@ no section. The data lands in `report.json["sections"]["attempts"]`.
 
 from __future__ import annotations
 
-from launcher.attempts import FILE, describe, load, restarts, summarise
+from launcher.run.attempts import FILE, describe, load, restarts, summarise
 from launcher.report.build import SECTION_PROVIDERS, Section
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from launcher import placement
+from launcher.run import placement
 from launcher.report import diagnose, stats
 from launcher.report.load import Run, is_validation_key, spec_get
 
@@ -144,7 +144,7 @@ def analyze(run: Run, warmup_steps: int = 1) -> dict:
             if k != "step" and is_validation_key(k):
                 validation.setdefault(k, []).append({"step": int(row["step"]), "value": v})
     doc["validation"] = validation
-    # Where the pods ran: on KWOK fake nodes the figures come from a generated log (launcher.placement).
+    # Where the pods ran: on KWOK fake nodes the figures come from a generated log (launcher.run.placement).
     doc["execution"] = placement.summary(run.pods)
     doc["notes"] = notes
     doc["sections"] = {}

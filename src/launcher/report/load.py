@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launcher import placement
+from launcher.run import placement
 from launcher.errors import BadInput
 
 METRICS_FILE = "metrics.jsonl"
@@ -40,7 +40,7 @@ class Run:
     rows: list[dict[str, float]]
     spec: dict[str, Any] | None
     notes: list[str] = field(default_factory=list)
-    # `pods.json` (launcher.placement): each pod's node and whether it is a KWOK fake; None when absent
+    # `pods.json` (launcher.run.placement): each pod's node and whether it is a KWOK fake; None when absent
     pods: dict[str, dict[str, Any]] | None = None
 
     @property

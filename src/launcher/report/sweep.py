@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from launcher import placement
+from launcher.run import placement
 from launcher.report.build import _jsonable, dumps
 from launcher.report.compare import ROWS, compare_runs
 from launcher.report.load import Run

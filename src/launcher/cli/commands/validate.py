@@ -1,0 +1,29 @@
+"""`launcher validate CONFIG`: check a config without touching any cluster."""
+
+from __future__ import annotations
+
+import argparse
+
+from launcher.cli.common import add_config_arguments, load_from_args
+
+HELP = "check an experiment config (schema, verl batch rules, Kubernetes names)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_config_arguments(parser)
+    parser.add_argument("--show-overrides", action="store_true", help="also print verl's Hydra override list")
+
+
+def run(args: argparse.Namespace) -> int:
+    from launcher.spec.verl import verl_overrides
+
+    spec = load_from_args(args)
+    res = spec.resources
+    gpu = f"{res.gpu_type} ({res.gpu_label_scheme} labels)" if res.gpu_type else "GPU (any type)"
+    pods = f"{res.nodes} node(s) × " + ("CPU only" if res.cpu_only else f"{res.gpus_per_node} {gpu}")
+    work = (f"smoke workload, {spec.smoke.steps} steps" if spec.workload == "smoke" else
+            f"batch {spec.data.train_batch_size} × n {spec.rollout.n}, {spec.trainer.total_training_steps} steps")
+    print(f"ok: {args.config} -> {spec.backend} {spec.job_name} in namespace {spec.scheduling.namespace}: {pods}, {work}")
+    if args.show_overrides:
+        print("\n".join(verl_overrides(spec)))
+    return 0

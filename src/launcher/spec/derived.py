@@ -1,0 +1,132 @@
+"""What the spec derives from its fields (paths, counts, the config hash): mixins of the sections in
+`launcher.spec.model`, kept apart so the model file holds the fields alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from launcher.spec.gpu import GPU_PRODUCTS
+from launcher.spec.names import HASH_LEN
+
+
+class DataDerived:
+    """The data section's derived paths. (`model.DataSpec`.)"""
+
+    __slots__ = ()
+
+    @property
+    def train_path(self) -> str:
+        return self.train_files or f"{self.dir}/train.parquet"
+
+    @property
+    def val_path(self) -> str:
+        return self.val_files or f"{self.dir}/test.parquet"
+
+
+class AlgorithmDerived:
+    """What the algorithm section implies. (`model.AlgorithmSpec`.)"""
+
+    __slots__ = ()
+
+    @property
+    def needs_reference(self) -> bool:
+        """verl creates a reference-policy worker only when a KL term is used."""
+        return self.use_kl_in_reward or self.use_kl_loss
+
+
+class TrainerDerived:
+    """The trainer section's derived values. (`model.TrainerSpec`.)"""
+
+    __slots__ = ()
+
+    @property
+    def effective_save_freq(self) -> int:
+        return self.total_training_steps if self.save_freq is None else self.save_freq
+
+
+class ResourcesDerived:
+    """GPU and worker counts derived from the resources section. (`model.ResourcesSpec`.)"""
+
+    __slots__ = ()
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def workers_per_node(self) -> int:
+        """Data-parallel workers per pod for verl's batch arithmetic: its GPUs, or 1 for a CPU-only pod.
+
+        A CPU pod (workload smoke) still composes and validates verl's config; the smoke workload
+        substitutes `trainer.n_gpus_per_node=1` there, and `check_rules` uses the same count.
+        """
+        return self.gpus_per_node or 1
+
+    @property
+    def cpu_only(self) -> bool:
+        return self.gpus_per_node == 0
+
+    @property
+    def gpu_product(self) -> str | None:
+        """The gfd product label value of gpu_type (None: any GPU, or a type gfd does not know)."""
+        return GPU_PRODUCTS.get(self.gpu_type) if self.gpu_type else None
+
+
+class ExperimentDerived:
+    """Names, paths and trackers derived from the whole spec. (`model.ExperimentSpec`.)"""
+
+    __slots__ = ()
+
+    def config_hash(self) -> str:
+        """Short content hash of the whole spec: a changed config is a new run (and job name).
+
+        The canonical text is Go's `encoding/json` form (`launcher.spec.canonical`) so that the Helm chart
+        computes the same hash with `toJson | sha256sum` (charts/grpo-exp3, tests/test_chart_parity.py).
+        """
+        from launcher.spec import canonical
+
+        return hashlib.sha256(canonical.dumps(self.model_dump(mode="json")).encode()).hexdigest()[:HASH_LEN]
+
+    @property
+    def job_name(self) -> str:
+        return f"{self.name}-{self.config_hash()}"
+
+    @property
+    def checkpoint_path(self) -> str:
+        """Per-run checkpoint directory (`<checkpoint_dir>/<project_name>/<job name>`): the job name carries the
+        config hash, so a run resumes only its own steps and two different configs never share a directory."""
+        return f"{self.trainer.checkpoint_dir}/{self.trainer.project_name}/{self.job_name}"
+
+    @property
+    def loggers(self) -> list[str]:
+        """verl's `trainer.logger`: the configured list plus every enabled tracker, in a stable order."""
+        out = list(self.trainer.logger)
+        tr = self.tracking
+        for name, on in (("mlflow", tr.mlflow.enabled), ("tensorboard", tr.tensorboard.enabled),
+                         ("wandb", tr.wandb.enabled)):
+            if on and name not in out:
+                out.append(name)
+        return out
+
+    @property
+    def tensorboard_dir(self) -> str:
+        """TENSORBOARD_DIR in the pods (on the run's volume)."""
+        return self.tracking.tensorboard.log_dir or f"{self.checkpoint_path}/tensorboard"
+
+    @property
+    def mlflow_experiment(self) -> str:
+        """The MLflow experiment: tracking.mlflow.experiment, else verl's choice (the project name)."""
+        return self.tracking.mlflow.experiment or self.trainer.project_name
+
+    @property
+    def mlflow_run_name(self) -> str:
+        """The MLflow run name: tracking.mlflow.run_name, else verl's choice (the experiment's name)."""
+        return self.tracking.mlflow.run_name or self.name
+
+    @property
+    def wandb_api_key(self) -> Any:
+        """The W&B key's Secret reference: tracking.wandb.api_key, else secrets.wandb_api_key (or None)."""
+        return self.tracking.wandb.api_key or self.secrets.wandb_api_key
+

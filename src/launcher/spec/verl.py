@@ -1,0 +1,150 @@
+"""Spec → verl 0.9.1 Hydra override list.
+
+The one function both sides use: the launcher (to show and hash what will run) and the in-pod
+entrypoint (to run it), so what `render` shows is what the pod executes. The list is argv-ready
+(`python3 -m verl.trainer.main_ppo *overrides`): no shell quoting, Hydra quoting where needed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:  # attributes only: a pydantic spec or a fastspec view
+    from launcher.spec.model import ExperimentSpec
+
+# Hydra's override grammar treats these characters specially in unquoted values; anything outside
+# this conservative set is single-quoted.
+_HYDRA_SAFE = re.compile(r"^[A-Za-z0-9_./@+-]+$")
+_HYDRA_RESERVED = {"null", "true", "false", "nan", "inf", "-inf"}
+
+Mode = Literal["train", "eval"]
+
+
+def hydra_value(value: object) -> str:
+    """Format a Python value as a Hydra override value (bool, number, None, string or list)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(hydra_value(v) for v in value) + "]"
+    text = str(value)
+    if _HYDRA_SAFE.match(text) and text.lower() not in _HYDRA_RESERVED and not _looks_numeric(text):
+        return text
+    escaped = text.replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{escaped}'"
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def model_path(spec: ExperimentSpec) -> str:
+    """The path verl loads: the pre-staged local directory when there is one, else the hub id/path."""
+    return spec.model.local_dir or spec.model.path
+
+
+def verl_overrides(
+    spec: ExperimentSpec,
+    *,
+    mode: Mode = "train",
+    model: str | None = None,
+    experiment_name: str | None = None,
+    checkpoint_dir: str | None = None,
+    ray_num_cpus: int | None = None,
+    resume_from: str | None = None,
+) -> list[str]:
+    """Build verl's override list for `spec`.
+
+    mode="eval" runs validation only (`trainer.val_only=True trainer.val_before_train=True`, greedy
+    decoding, verl's defaults for `val_kwargs`) on `data.val_files`, for `model` (a merged
+    checkpoint or the base model). `ray_num_cpus` pins Ray's CPU count to the container's limit
+    (single-node pods only; verl passes it to `ray.init`, which refuses it when joining a cluster).
+
+    `resume_from` is the entrypoint's decision for `trainer.resume_mode: auto` (`entrypoint.resume`): a
+    complete `global_step_N` directory of this run becomes verl's `resume_mode=resume_path`, and None
+    becomes `disable`. verl never gets its own `auto`, which trusts the tracker file without checking
+    that every rank's shard is there and would retrain nothing on a rerun of a finished run.
+    """
+    a, d, r, act, t, res = spec.algorithm, spec.data, spec.rollout, spec.actor, spec.trainer, spec.resources
+    pairs: list[tuple[str, object]] = [
+        ("algorithm.adv_estimator", a.adv_estimator),
+        ("algorithm.norm_adv_by_std_in_grpo", a.norm_adv_by_std_in_grpo),
+        ("algorithm.use_kl_in_reward", a.use_kl_in_reward),
+        ("algorithm.kl_ctrl.kl_coef", a.kl_coef),
+        ("data.train_files", d.train_path),
+        ("data.val_files", d.val_path),
+        ("data.train_batch_size", d.train_batch_size),
+        ("data.max_prompt_length", d.max_prompt_length),
+        ("data.max_response_length", d.max_response_length),
+        ("data.filter_overlong_prompts", d.filter_overlong_prompts),
+        ("data.truncation", d.truncation),
+        ("actor_rollout_ref.model.path", model or model_path(spec)),
+        ("actor_rollout_ref.model.trust_remote_code", spec.model.trust_remote_code),
+        ("actor_rollout_ref.model.use_remove_padding", act.use_remove_padding),
+        ("actor_rollout_ref.model.enable_gradient_checkpointing", act.gradient_checkpointing),
+        ("actor_rollout_ref.actor.strategy", act.strategy),
+        ("actor_rollout_ref.actor.optim.lr", act.lr),
+        ("actor_rollout_ref.actor.ppo_mini_batch_size", act.ppo_mini_batch_size),
+        ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", act.ppo_micro_batch_size_per_gpu),
+        ("actor_rollout_ref.actor.use_kl_loss", a.use_kl_loss),
+        ("actor_rollout_ref.actor.kl_loss_coef", a.kl_loss_coef),
+        ("actor_rollout_ref.actor.kl_loss_type", a.kl_loss_type),
+        ("actor_rollout_ref.actor.entropy_coeff", a.entropy_coeff),
+        ("actor_rollout_ref.actor.fsdp_config.param_offload", act.param_offload),
+        ("actor_rollout_ref.actor.fsdp_config.optimizer_offload", act.optimizer_offload),
+        ("actor_rollout_ref.rollout.name", r.name),
+        ("actor_rollout_ref.rollout.tensor_model_parallel_size", r.tensor_parallel_size),
+        ("actor_rollout_ref.rollout.gpu_memory_utilization", r.gpu_memory_utilization),
+        ("actor_rollout_ref.rollout.n", r.n),
+        ("actor_rollout_ref.rollout.temperature", r.temperature),
+        ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", r.log_prob_micro_batch_size_per_gpu),
+        # Inert without a KL term (verl creates no reference worker), required with one.
+        ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", r.log_prob_micro_batch_size_per_gpu),
+        ("actor_rollout_ref.ref.fsdp_config.param_offload", act.param_offload),
+        ("trainer.critic_warmup", 0),
+        ("trainer.logger", spec.loggers),
+        ("trainer.project_name", t.project_name),
+        ("trainer.experiment_name", experiment_name or spec.name),
+        ("trainer.n_gpus_per_node", res.gpus_per_node),
+        ("trainer.nnodes", res.nodes),
+        ("trainer.total_epochs", t.total_epochs),
+        ("trainer.total_training_steps", t.total_training_steps),
+        ("trainer.default_local_dir", checkpoint_dir or spec.checkpoint_path),
+    ]
+    if d.val_max_samples is not None:
+        pairs.append(("data.val_max_samples", d.val_max_samples))
+    if t.max_actor_ckpt_to_keep is not None:
+        pairs.append(("trainer.max_actor_ckpt_to_keep", t.max_actor_ckpt_to_keep))
+    if mode == "eval":
+        pairs += [
+            ("trainer.val_only", True),
+            ("trainer.val_before_train", True),
+            ("trainer.test_freq", -1),
+            ("trainer.save_freq", -1),
+            ("trainer.resume_mode", "disable"),
+        ]
+    else:
+        pairs += [
+            ("trainer.val_before_train", t.val_before_train),
+            ("trainer.test_freq", t.test_freq),
+            ("trainer.save_freq", t.effective_save_freq),
+        ]
+        if t.resume_mode == "resume_path":
+            pairs += [("trainer.resume_mode", "resume_path"), ("trainer.resume_from_path", t.resume_from_path)]
+        elif t.resume_mode == "auto" and resume_from:
+            pairs += [("trainer.resume_mode", "resume_path"), ("trainer.resume_from_path", resume_from)]
+        else:
+            pairs.append(("trainer.resume_mode", "disable"))
+    if ray_num_cpus is not None:
+        pairs.append(("ray_kwargs.ray_init.num_cpus", ray_num_cpus))
+    return [f"{key}={hydra_value(value)}" for key, value in pairs]

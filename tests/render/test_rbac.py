@@ -1,0 +1,67 @@
+"""The RBAC the launcher renders: exact, valid, and namespace-scoped where it can be."""
+
+from __future__ import annotations
+
+import yaml
+
+from crd_schema import schema_errors
+from launcher.cli.main import main
+from launcher.render.rbac import PERMISSIONS, rbac_objects
+
+
+def test_rbac_objects_validate_and_grant_exactly_the_table():
+    objs = rbac_objects("team-a", "ServiceAccount", "bot", subject_namespace="ci")
+    assert [o["kind"] for o in objs] == ["Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"]
+    for o in objs:
+        assert schema_errors(o) == [], o["kind"]
+    granted = {(o["kind"] == "ClusterRole", r["apiGroups"][0], r["resources"][0], v) for o in objs if "rules" in o
+               for r in o["rules"] for v in r["verbs"]}
+    wanted = {(p.cluster_scoped, p.group, p.resource, v) for p in PERMISSIONS for v in p.verbs}
+    assert granted == wanted  # namespaced calls in the Role, cluster-wide reads in the ClusterRole
+    binding = objs[1]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "bot", "namespace": "ci"}]
+    # Nothing broader than needed: no wildcards, no secrets, no write on pods.
+    for o in objs:
+        for r in o.get("rules", []):
+            assert "*" not in r["verbs"] and "*" not in r["resources"]
+            assert r["resources"] != ["secrets"]
+            if r["resources"] == ["pods"]:
+                assert set(r["verbs"]) <= {"get", "list", "watch"}
+
+
+def test_rbac_verb(capsys):
+    assert main(["rbac", "-n", "team-a", "--user", "alice", "--no-cluster-role"]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [d["kind"] for d in docs] == ["Role", "RoleBinding"]
+    assert docs[1]["subjects"][0] == {"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}
+    assert main(["rbac", "-n", "Bad_NS", "--user", "x"]) == 2
+
+
+def test_the_role_is_derived_from_the_call_table_and_grants_nothing_unused():
+    from launcher.cli.commands import VERBS
+    from launcher.render.rbac import CALLS
+
+    rows = [(c.group, c.resource, c.verb, c.cluster_scoped) for c in CALLS]
+    assert len(rows) == len(set(rows))  # one row per call
+    assert {(p.group, p.resource, v, p.cluster_scoped) for p in PERMISSIONS for v in p.verbs} == set(rows)
+    for c in CALLS:
+        assert c.used_by and set(c.used_by) <= set(VERBS), c
+    granted = {(g, r, v) for g, r, v, _ in rows}
+    # The follower's state comes from watches (launcher.kube.informer) of jobs and pods, nothing else.
+    assert {("kubeflow.org", "pytorchjobs", "watch"), ("ray.io", "rayjobs", "watch"), ("", "pods", "watch")} <= granted
+    # What the launcher never sends: other watches, raw Jobs (the RayJob submitter's pods are found by
+    # label), CRD reads (API discovery tells whether an operator is installed), Ray clusters, writes to pods.
+    for never in [("", "events", "watch"), ("", "configmaps", "watch"), ("batch", "jobs", "get"), ("batch", "jobs", "list"),
+                  ("apiextensions.k8s.io", "customresourcedefinitions", "get"),
+                  ("apiextensions.k8s.io", "customresourcedefinitions", "list"), ("ray.io", "rayclusters", "get"),
+                  ("", "pods", "get"), ("", "pods", "create"), ("", "pods", "delete"), ("", "nodes", "get")]:
+        assert never not in granted, never
+
+
+def test_explain_lists_every_call_with_its_verbs(capsys):
+    from launcher.render.rbac import CALLS
+
+    assert main(["rbac", "--explain"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(CALLS)
+    assert lines[0].startswith("get kubeflow.org/pytorchjobs (namespace; status, submit")
