@@ -7,8 +7,7 @@ For each size: write a realistic verl 0.9.1 log with `simlog` to a temp file, ti
 `LC_ALL=C grep -c 'step:' FILE`, then run the parser (LineSplitter + parse_line via `LogParser`,
 1 MiB reads, records built and dropped) in a fresh subprocess so its peak RSS (`ru_maxrss`) belongs
 to that size alone. Peak RSS should be the same at every size: the parser holds one chunk and one
-capped pending line, never the log. Where the C accelerator is built (setup.py), the pure-Python path (what an
-install without a C compiler runs) is timed on the same file too.
+capped pending line, never the log. `--before SRC` times another tree's parser on the same file in the same run.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ import time
 from pathlib import Path
 
 CHUNK = 1 << 20
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hack"))  # simlog, the generated verl log
 
 
 def parse_size(text: str) -> int:
@@ -56,17 +56,14 @@ def write_log(path: Path, size: int, block_mb: int = 16) -> int:
     return os.path.getsize(path)
 
 
-def parse_child(path: str, src: str | None = None, pure: bool = False) -> None:
-    """Runs in a subprocess: parse the file, print timing, counts and peak RSS as JSON.
-
-    pure: the pure-Python path even where the C accelerator is built (what users without a compiler run)."""
+def parse_child(path: str, src: str | None = None) -> None:
+    """Runs in a subprocess: parse the file, print timing, counts and peak RSS as JSON."""
     import resource
 
     sys.path.insert(0, src or str(Path(__file__).resolve().parents[1] / "src"))
-    from launcher.metrics import LogParser, parser
+    from launcher.metrics import LogParser
 
-    p = LogParser(compiled=False) if pure else LogParser()
-    compiled = not pure and getattr(parser, "_encode", None) is not None
+    p = LogParser()
     records = 0
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     cpu0 = ru0.ru_utime + ru0.ru_stime  # CPU time: the shared 2-core box is often busy
@@ -82,11 +79,11 @@ def parse_child(path: str, src: str | None = None, pure: bool = False) -> None:
     # parent's peak into ru_maxrss, which would charge the benchmark driver's buffers to the parser.
     hwm = next(int(ln.split()[1]) for ln in open("/proc/self/status") if ln.startswith("VmHWM:"))
     print(json.dumps({"seconds": dt, "cpu_seconds": cpu, "records": records, "counters": p.counters.as_dict(),
-                      "peak_rss_kb": hwm, "compiled": compiled}))
+                      "peak_rss_kb": hwm}))
 
 
-def _child(path: Path, src: str | None, pure: bool = False) -> dict:
-    cmd = [sys.executable, __file__, "--_parse", str(path)] + (["--_src", src] if src else []) + (["--_pure"] if pure else [])
+def _child(path: Path, src: str | None) -> dict:
+    cmd = [sys.executable, __file__, "--_parse", str(path)] + (["--_src", src] if src else [])
     return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
 
 
@@ -106,7 +103,6 @@ def bench(size: int, tmpdir: Path, before: str | None = None) -> dict:
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     grep_cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
     res = _child(path, None)
-    pure = _child(path, None, pure=True) if res["compiled"] else None
     old = _child(path, before) if before else None
     path.unlink()
     mb = nbytes / 1e6
@@ -120,8 +116,7 @@ def bench(size: int, tmpdir: Path, before: str | None = None) -> dict:
         "counters": res["counters"], "loadavg": os.getloadavg()[0],
         "before_cpu_s": old and old["cpu_seconds"], "before_s": old and old["seconds"],
         "same_counts": old is None or (old["counters"] == res["counters"] and old["records"] == res["records"]),
-        "compiled": res["compiled"], "pure_cpu_s": pure and pure["cpu_seconds"], "pure_rss_mb": pure and pure["peak_rss_kb"] / 1024,
-        "pure_same": pure is None or (pure["counters"] == res["counters"] and pure["records"] == res["records"]),
+        "before_rss_mb": old and old["peak_rss_kb"] / 1024,
     }
 
 
@@ -133,10 +128,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="also run the parser from this source tree (e.g. main's src/) on the same file, same run")
     ap.add_argument("--_parse", help=argparse.SUPPRESS)
     ap.add_argument("--_src", help=argparse.SUPPRESS)
-    ap.add_argument("--_pure", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a._parse:
-        parse_child(a._parse, a._src, a._pure)
+        parse_child(a._parse, a._src)
         return 0
     print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs")
     rows = []
@@ -150,15 +144,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"  peak RSS {r['peak_rss_mb']:5.1f} MB", flush=True)
             print(f"{'':11}CPU time: parser {r['parse_cpu_s']:6.2f} s = {r['parse_cpu_mb_s']:6.1f} MB/s, grep "
                   f"{r['grep_cpu_s']:5.2f} s, parser/grep {r['cpu_ratio']:5.1f}x  (load avg {r['loadavg']:.1f}, "
-                  f"generate {r['gen_s']:.0f} s; path: {'C accelerator' if r['compiled'] else 'pure Python'})", flush=True)
-            if r["pure_cpu_s"] is not None:
-                print(f"{'':11}pure-Python path (no C compiler): CPU {r['pure_cpu_s']:6.2f} s, parser/grep "
-                      f"{r['pure_cpu_s'] / max(r['grep_cpu_s'], 1e-9):5.1f}x, peak RSS {r['pure_rss_mb']:5.1f} MB; "
-                      f"same counts and records: {r['pure_same']}", flush=True)
+                  f"generate {r['gen_s']:.0f} s)", flush=True)
             if r["before_cpu_s"] is not None:
                 print(f"{'':11}before ({a.before}): CPU {r['before_cpu_s']:6.2f} s, parser/grep "
-                      f"{r['before_cpu_s'] / max(r['grep_cpu_s'], 1e-9):5.1f}x; speed-up {r['before_cpu_s'] / r['parse_cpu_s']:.2f}x "
-                      f"(CPU); same counts and records: {r['same_counts']}", flush=True)
+                      f"{r['before_cpu_s'] / max(r['grep_cpu_s'], 1e-9):5.1f}x, peak RSS {r['before_rss_mb']:5.1f} MB; "
+                      f"speed-up {r['before_cpu_s'] / r['parse_cpu_s']:.2f}x (CPU); same counts and records: "
+                      f"{r['same_counts']}", flush=True)
     peaks = [r["peak_rss_mb"] for r in rows]
     print(f"peak RSS by size: {', '.join(f'{p:.1f} MB' for p in peaks)}")
     return 0

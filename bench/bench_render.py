@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""`launcher render` wall time against `helm template` of charts/grpo-exp3, same config, same run.
+"""`launcher render` and `launcher validate` wall time against `helm template` of charts/grpo-exp3, same config,
+same run.
 
 Both renderers run as subprocesses, interleaved rep by rep so background load hits both alike; the
 median of --reps repetitions is reported, with the ratio launcher/helm (< 1: the launcher is faster).
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import gen_chart
-    from launcher.spec.load import load_spec_view
+    from launcher.spec.load import load_spec
     from launcher.render.manifests import render, to_yaml
 
     helm = tool("helm")
@@ -64,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         values = Path(tmp) / "values.yaml"
         values.write_text(gen_chart.values_text(gen_chart.values_for_config(args.config, [], args.backend), args.config))
         launcher_cmd = [py, "-m", "launcher", "render", args.config, *backend]
+        validate_cmd = [py, "-m", "launcher", "validate", args.config, *backend]
         env["PYTHONPATH"] = str(ROOT / "src")
         source_env = {**env, "PYTHONDONTWRITEBYTECODE": "1"}
         pyc_env = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -76,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
             "launcher render, no bytecode": (launcher_cmd, source_env),
             **({"launcher render, no bytecode, before": (launcher_cmd, {**source_env, "PYTHONPATH": args.before})}
                if args.before else {}),
+            "launcher validate": (validate_cmd, pyc_env),
+            **({"launcher validate, before": (validate_cmd, {**pyc_env, "PYTHONPATH": args.before})} if args.before else {}),
             "helm template": (helm_cmd, env),
             "python -c pass": ([py, "-c", "pass"], pyc_env),
             "python -c 'import launcher.render.manifests, launcher.spec.load'":
@@ -91,11 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     t_inproc = []
     for _ in range(args.reps):
         t = time.perf_counter()
-        to_yaml(render(load_spec_view(args.config, backend=args.backend)))
+        to_yaml(render(load_spec(args.config, backend=args.backend)))
         t_inproc.append(time.perf_counter() - t)
 
     med = statistics.median
-    times["in-process load_spec_view + render + to_yaml"] = t_inproc
+    times["in-process load_spec + render + to_yaml"] = t_inproc
     print(f"config {args.config} backend {args.backend or 'from config'}, {args.reps} reps, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}" + (f"; before: {args.before}" if args.before else ""))
     print(f"{'what':62s} {'median ms':>10s} {'min ms':>8s}")
@@ -103,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:62s} {med(values) * 1000:10.1f} {min(values) * 1000:8.1f}")
     helm_median = med(times["helm template"])
     for name in runs:
-        if name.startswith("launcher render"):
+        if name.startswith(("launcher render", "launcher validate")):
             ratio = med(times[name]) / helm_median
             print(f"ratio {name}/helm (median wall): {ratio:.2f}x  ({'faster' if ratio < 1 else 'slower'} than helm)")
     return 0

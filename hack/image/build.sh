@@ -46,7 +46,7 @@ trap 'rm -rf "$ctx"' EXIT
 mkdir -p "$ctx/tests/fixtures/gsm8k"
 (cd "$ROOT" && cp -r pyproject.toml README.md src "$ctx/" \
   && cp -r tests/fixtures/gsm8k/README.md tests/fixtures/gsm8k/main "$ctx/tests/fixtures/gsm8k/")
-find "$ctx/src" \( -name __pycache__ -o -name '*.egg-info' -o -name '*.so' \) -prune -exec rm -rf {} +
+find "$ctx/src" \( -name __pycache__ -o -name '*.egg-info' \) -prune -exec rm -rf {} +
 cp -al "$wheels" "$ctx/wheels" 2>/dev/null || cp -a "$wheels" "$ctx/wheels"
 # What the wheelhouse holds, as a file the Dockerfile COPYs: buildah's cache keys on COPY content, not on the
 # bind-mounted wheelhouse. Kept in the image as provenance (/opt/grpo-launcher/wheelhouse.txt).

@@ -33,7 +33,7 @@ say() { printf '[image %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 # sha256 of the named files' contents and paths (directories: every file under them, bytecode excluded).
 hash_inputs() {
-  (cd "$ROOT" && find "$@" -type f ! -path '*/__pycache__/*' ! -path '*.egg-info/*' ! -name '*.py[cod]' ! -name '*.so' -print0 \
+  (cd "$ROOT" && find "$@" -type f ! -path '*/__pycache__/*' ! -path '*.egg-info/*' ! -name '*.py[cod]' -print0 \
     | LC_ALL=C sort -z | xargs -0 sha256sum) | sha256sum | cut -c1-64
 }
 

@@ -121,6 +121,22 @@ def serve_namespace(info: ks.ClusterInfo, ns: str, lines: list[str]) -> Path:
     return path
 
 
+def wait_saved_log_bytes(run: Path, pod: str, n: int, timeout: float) -> int:
+    """Until the follower's saved state (`logs/.follow-state.json`) records at least `n` bytes of `pod`'s raw log
+    as handled: what a follower killed after that point must not print again. Returns the recorded length."""
+    state = run / "logs" / ".follow-state.json"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            saved = int(json.loads(state.read_text()).get("files", {}).get(f"{pod}.log", 0))
+        except (OSError, ValueError):  # not written yet (it is replaced atomically, never torn)
+            saved = 0
+        if saved >= n:
+            return saved
+        time.sleep(0.1)
+    raise TimeoutError(f"{state}: fewer than {n} bytes of {pod}.log saved as handled after {timeout}s")
+
+
 def wait_file_rows(run: Path, n: int, timeout: float) -> list[dict]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -1,9 +1,9 @@
-"""atheris target: the verl log parser never raises, whatever bytes arrive.
+"""atheris target: the verl log parser never raises, whatever bytes arrive, and reads them as the reference does.
 
 Run: python tests/fuzz/fuzz_log_parser.py -runs=1000000 -seed=1 [corpus dir]
-Each input is split into lines and fed through the streaming splitter and the line parser, in two
-different chunkings, which must agree; and through the pure-Python path, which must give the same records and
-counts as the C accelerator's (launcher/metrics/_stepjson.c: a crash there fails the run too).
+Each input is fed through `LogParser` whole and in two chunks, which must agree; its records and counts must be
+the reference's: the bytes split on \\r and \\n, each fragment decoded on its own and read by `_parse` (items one at
+a time by `_items`), fragment by fragment. `parse_line` must not raise on any text.
 """
 
 import sys
@@ -11,23 +11,45 @@ import sys
 import atheris
 
 with atheris.instrument_imports():
-    from launcher.metrics import LogParser, parse_line
+    from launcher.metrics import LogParser, ParseCounters, parse_line
+    from launcher.metrics.parser import _MALFORMED, _parse
+
+
+def reference(data: bytes) -> tuple[list, ParseCounters]:
+    """Records (step, repr of the metrics: nan equals nan, 1, 1.0 and True differ) and counts, line by line."""
+    c = ParseCounters()
+    records = []
+    for piece in data.replace(b"\r", b"\n").split(b"\n"):
+        if not piece:
+            continue
+        c.lines += 1
+        try:
+            text = piece.decode()
+        except UnicodeDecodeError:
+            c.non_utf8 += 1
+            continue
+        rec = _parse(text)
+        if rec is None:
+            c.noise += 1
+        elif rec is _MALFORMED:
+            c.malformed += 1
+        else:
+            records.append((rec.step, repr(rec.metrics)))
+    c.records = len(records)
+    return records, c
 
 
 def one_input(data: bytes) -> None:
     whole = LogParser()
-    records = whole.feed(data) + whole.finish()
+    records = [(r.step, repr(r.metrics)) for r in whole.feed(data) + whole.finish()]
     split = LogParser()
     mid = len(data) // 2
-    again = split.feed(data[:mid]) + split.feed(data[mid:]) + split.finish()
-    if [r.step for r in records] != [r.step for r in again]:
-        raise AssertionError("chunking changed the parsed steps")
-    pure = LogParser(compiled=False)
-    reference = pure.feed(data) + pure.finish()
-    # repr: nan equals nan, and 1, 1.0 and True differ
-    if [(r.step, repr(r.metrics)) for r in records] != [(r.step, repr(r.metrics)) for r in reference] \
-            or whole.counters != pure.counters:
-        raise AssertionError("the compiled and pure-Python paths differ")
+    again = [(r.step, repr(r.metrics)) for r in split.feed(data[:mid]) + split.feed(data[mid:]) + split.finish()]
+    if records != again or whole.counters != split.counters:
+        raise AssertionError("chunking changed the records or the counts")
+    want, counts = reference(data)
+    if records != want or whole.counters != counts:
+        raise AssertionError(f"LogParser and the reference differ: {records} {whole.counters} != {want} {counts}")
     parse_line(data.decode("utf-8", "replace"))
 
 

@@ -266,11 +266,24 @@ _VALUE_TEXTS = st.one_of(
                      "inf", "True", "np.True_", "np.int32(2)", "np.int32(02)", "np.float64('1.5')",
                      "np.float64(nan)", "np.foo(2)", "np.int64(1", " 1.5", "1.5 ", "\t2", "1,2", "[1]", "{}",
                      "true", "null", '"1"', "1\\", "", "1e+400", "٣", "1_0.5"]),
+    # where the reference reads differently inside and outside a numpy repr, and what JSON cannot carry
+    st.sampled_from(["np.float64(1.5e5)", "np.float64(1.5e+05)", "np.float64(1.5E+05)", "1.5e+05", "-nan",
+                     "np.float64(-inf)", "1e+308", "1.7976931348623159e+308", "9" * 25 + ".5", "18446744073709551616",
+                     "9223372036854775808", "-9223372036854775809", "0.1234567890123456789012345",
+                     "0." + "0" * 30 + "1e+330", "1e-400", "np.int64(007)", "000", "np.float64(-0.0)", "np.False_",
+                     "False", "np.float(2)", "np.uint(3)", "np.int(4)", "np.float64(1)x", "np.float64 (1)", "np.(1)",
+                     "é", "1.5\x00", "true,", "[]", "{}", "1}", "[1,2]", "1e5,"]),
     st.text(alphabet=st.sampled_from("0123456789.-+eE:np()' \t,"), max_size=12),
 )
 _KEYS = st.one_of(st.sampled_from(["actor/lr", "a", "critic/score/mean", "val-core/x/acc/mean@1", "a:b", "k ",
-                                   "", "dup", "x\x00", "é/ü", 'q"', "s\\"]),
-                  st.text(alphabet=st.sampled_from("abc/_:-@ "), min_size=0, max_size=8))
+                                   "", "dup", "x\x00", "é/ü", 'q"', "s\\", "k\x01", "a - b", "\x7f", "日本", ",",
+                                   "}", "{", ":", "e1", "true", "a\t", "np.int32(1)"]),
+                  st.text(alphabet=st.sampled_from("abc/_:-@ e1,"), min_size=0, max_size=8))
+
+
+def _typed(metrics) -> list:
+    """Items with each value's type and repr: nan equals nan, and 1, 1.0, True and -0.0, 0.0 differ."""
+    return [(k, type(v), repr(v)) for k, v in metrics.items()]
 
 
 # (a loaded CI box generates these slowly: that is no failure of the parser)
@@ -284,8 +297,50 @@ def test_fast_items_agree_with_the_reference(pairs):
     if fast is not None:
         slow = _items(rest)
         assert slow is not None, rest
-        assert list(fast.items()) == list(slow.items()), rest
-        assert [type(v) for v in fast.values()] == [type(v) for v in slow.values()], rest
+        assert _typed(fast) == _typed(slow), rest
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "a:1e5", "a:1.5e5", "a:np.float64(1e5)",  # exponent without a sign: `_items` refuses it, JSON reads 100000.0
+        "a:true", "a:false", "a:null", "a:True", "a:true - b:1", "b:1 - a:false",  # JSON literals; `True` is `_items`'
+        "a:np.int32(1 - b:2)",  # the repr's ")" is after the next item
+        "a:1)", "a:np.int32(1", "a:np.int32(1)5", "a:5np.int32(1)", "a:np.int32(1)np.int32(2)",
+        "a:np.int32()", "a:np.int32(1)2", "a:np.foo(1)", "a:np.float64('0.5')", "a:np.True_",
+        "a:18446744073709551616", "a:-9223372036854775809", "a:9223372036854775808",  # orjson: floats / bounds
+        "a:1 - a:2", "a:2 - b:1 - a:1",  # duplicate keys: first position, last value
+        "a:[1] - a:2", "a:null - a:1", "a:true - a:1", "a:{} - a:1", "a:1e5 - a:1",  # a bad value overwritten
+        ":1", "a:1 - :2",  # empty key
+        "a:true,:x:1", "a:1,:x:2", "a:1,:2",  # a comma of the text opening a key at a colon
+        "a: 1", "a:1  - b:2", "a:1 - - b:2", "a:1\t", " - a:1", "a:1 - ", "a:1 -",  # blanks and bare separators
+        "a:1 - b",  # item without a colon
+        "a:b:1", "a::1", "a::1 - b:2",  # more than one colon: `_items` splits on the last one
+        "a:1}, {b:2", "a:[1]", 'a:"1"', "a:1\\", "a:[]", "a:{}", "a:1}", "{a:1",  # JSON structure in the text
+        "a:1E5", "a:01", "a:+1", "a:.5", "a:1.", "a:nan", "a:inf", "a:-inf", "a:1_0.5", "", "a:-0", "a:-0.0",
+        "e1:1 - e:2", "a\x00:1", "ü:1.5", "a\ud800:1.0",
+    ],
+)
+def test_fast_items_decline_or_agree_on_near_misses(bad):
+    """Alone and among plain items: `_items_fast` declines, or gives exactly what `_items` gives."""
+    from launcher.metrics.parser import _items, _items_fast
+
+    for rest in (bad, "x:0.5 - " + bad, bad + " - y:np.int64(3)", "x:0.5 - " + bad + " - y:np.int64(3)"):
+        fast = _items_fast(rest)
+        if fast is not None:
+            slow = _items(rest)
+            assert slow is not None and _typed(fast) == _typed(slow), rest
+
+
+def test_fast_items_answer_for_plain_items_and_decline_for_bad_ones():
+    """Guards against a fast path that declines everything (or nothing)."""
+    from launcher.metrics.parser import _items_fast
+
+    assert _typed(_items_fast("a:1 - b:-0.5 - c:np.int32(2) - d:np.float64(1e-06) - e:1e+15 - f:-0.0")) == _typed(
+        {"a": 1, "b": -0.5, "c": 2, "d": 1e-06, "e": 1e15, "f": -0.0})
+    assert _items_fast("a:2 - b:1 - a:1") is None  # a duplicate key
+    for bad in ("a:1e5", "a:true", "a:[1] - a:2", "a:true,:x:1", "a:9223372036854775808", "a:nan"):
+        assert _items_fast(bad) is None, bad
 
 
 def test_fast_items_do_not_let_a_memoised_repr_excuse_a_torn_one():
@@ -314,113 +369,73 @@ def test_fast_items_take_verl_lines():
     assert taken >= 30
 
 
-# The batch path (`_items_batch`: many step lines, one orjson.loads) must give, line by line, exactly what
-# `_items` gives, or decline (None) so that each line goes through `_items_one`. Batches mix clean verl-like
-# lines with lines holding one near-miss, so a decline caused by one line, or a near-miss that slips through
-# another line's context (a `)` closing the previous line's repr, a key merging across lines), would show.
-_BATCH_LINES = st.lists(st.tuples(_KEYS, _VALUE_TEXTS), min_size=0, max_size=5).map(
-    lambda pairs: " - ".join(f"{k}:{v}" for k, v in pairs))
-_CLEAN_LINES = st.lists(st.tuples(st.sampled_from(["actor/lr", "a", "critic/score/mean", "val-core/x/acc/mean@1"]),
-                                  st.one_of(st.floats(-1e15, 1e15).map(repr),  # (|v| >= 2**63 declines)
-                                            st.integers(-(2**40), 2**40).map(str),
-                                            st.sampled_from(["np.int32(2)", "np.float64(0.5)", "1e-06"]))),
-                        min_size=1, max_size=4, unique_by=lambda kv: kv[0]).map(
-    lambda pairs: " - ".join(f"{k}:{v}" for k, v in pairs))
-
-
-def _assert_batch_agrees(rests):
-    from launcher.metrics.parser import _items, _items_batch, _items_many
-
-    want = [_items(r) for r in rests]
-    got = _items_batch(rests)
-    if got is not None:
-        assert len(got) == len(rests)
-        for r, g, w in zip(rests, got, want):
-            assert w is not None, r
-            assert list(g.items()) == list(w.items()), r
-            assert [type(v) for v in g.values()] == [type(v) for v in w.values()], r
-    many = _items_many(rests)
-    assert [None if m is None else list(m.items()) for m in many] == [None if w is None else list(w.items())
-                                                                     for w in want]
-    return got
-
-
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.one_of(_CLEAN_LINES, _BATCH_LINES), min_size=1, max_size=6))
-def test_batch_items_agree_with_the_reference(rests):
-    _assert_batch_agrees(rests)
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(_CLEAN_LINES, min_size=1, max_size=8))
-def test_batch_items_take_clean_lines(rests):
-    """Lines of plain keys, numbers and numpy reprs are read by the batch path (the speed-up is real)."""
-    assert _assert_batch_agrees(rests) is not None
-
-
-@pytest.mark.parametrize(
-    "bad",
-    [
-        "a:1e5",  # exponent without a sign: `_items` refuses it, JSON reads 100000.0
-        "a:true", "a:false", "a:null", "a:True",  # JSON literals; `True` is `_items`' boolean
-        "a:np.int32(1 - b:2)",  # the repr's ")" is after the next item
-        "a:1)",  # a ")" that closes no repr
-        "a:np.int32()", "a:np.int32(1)2", "a:np.foo(1)", "a:np.float64('0.5')", "a:np.True_",
-        "a:18446744073709551616", "a:-9223372036854775809", "a:9223372036854775808",  # orjson: floats / bounds
-        "a:1 - a:2",  # duplicate key
-        ":1", "a:1 - :2",  # empty key
-        "a: 1", "a:1  - b:2", "a:1 - - b:2", "a:1\t",  # blanks `_items` refuses or reads into keys
-        "a:1 - b",  # item without a colon
-        "a:b:1",  # key with a colon: `_items` splits on the last one
-        "a:1}, {b:2", "a:[1]", 'a:"1"', "a:1\\",  # JSON structure in the text
-        "a:1E5", "a:01", "a:+1", "a:.5", "a:1.", "a:nan", "a:inf", "a:1_0.5", "",
-    ],
-)
-def test_batch_declines_or_agrees_on_near_misses(bad):
-    """One near-miss among clean lines: the batch declines or still agrees, and every line reads as `_items`."""
-    clean = ["x:0.5 - y:np.int64(3)", "x:1.5 - y:np.int64(4)"]
-    for rests in ([bad], clean + [bad], [bad] + clean, clean[:1] + [bad] + clean[1:]):
-        _assert_batch_agrees(rests)
-
-
-def test_batch_lines_do_not_merge_across_the_join():
-    """A line ending in a key without value, then a line starting with ':': two malformed lines, not one object."""
-    from launcher.metrics.parser import _items_batch, _items_many
-
-    rests = ["a:1 - xyz", ":5 - b:6"]
-    assert _items_batch(rests) is None
-    assert _items_many(rests) == [None, None]
-    assert _items_batch(["a:np.int32(1", "b:2)"]) is None  # a repr torn at the line's end
-
-
 def _simlog_bytes(**kw) -> bytes:
     import simlog
 
     return "".join(simlog.generate(steps=40, seed=5, val_before_train=True, **kw)).encode()
 
 
+def _reference(frags) -> tuple[list[StepRecord], ParseCounters]:
+    """`_parse` (the reference, `_items` item by item) fragment by fragment: its records and the counts it implies."""
+    from launcher.metrics.parser import _MALFORMED, _parse
+
+    recs, c = [], ParseCounters()
+    for f in frags:
+        c.lines += 1
+        rec = _parse(f)
+        if rec is None:
+            c.noise += 1
+        elif rec is _MALFORMED:
+            c.malformed += 1
+        else:
+            recs.append(rec)
+    c.records = len(recs)
+    return recs, c
+
+
+def _fragments(data: bytes) -> list[str]:
+    """The fragments of a UTF-8 log, split on \\r, \\n, \\r\\n as `LineSplitter` splits it (empty ones dropped)."""
+    return [f for f in data.decode().replace("\r", "\n").split("\n") if f]
+
+
 def _reference_records(data: bytes) -> list[StepRecord]:
-    """Line by line with `parse_line` (the per-line path), fragments split on \\r, \\n, \\r\\n."""
-    text = data.decode().replace("\r\n", "\n").replace("\r", "\n")
-    return [r for r in map(parse_line, text.split("\n")) if r is not None]
+    return _reference(_fragments(data))[0]
 
 
-@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "pure"])
+def _reference_feed(data: bytes) -> tuple[list[StepRecord], ParseCounters]:
+    """What `LogParser().feed(data) + finish()` must give: the bytes split on \\r and \\n, each piece decoded on its
+    own (invalid UTF-8 counted and skipped), then `_parse` piece by piece."""
+    pieces = [b for b in data.replace(b"\r", b"\n").split(b"\n") if b]
+    texts = []
+    for b in pieces:
+        try:
+            texts.append(b.decode())
+        except UnicodeDecodeError:
+            pass
+    recs, c = _reference(texts)
+    c.lines, c.non_utf8 = len(pieces), len(pieces) - len(texts)
+    return recs, c
+
+
+def _same(got, want) -> bool:
+    """Record lists equal with nan equal to nan and ints, floats and bools told apart (repr does both)."""
+    return [(r.step, _typed(r.metrics)) for r in got] == [(r.step, _typed(r.metrics)) for r in want]
+
+
 @pytest.mark.parametrize("kw", [{}, {"cri": True}, {"color": False}])
-def test_log_parser_batches_give_the_per_line_records(kw, compiled):
-    """A whole simlog log (Ray colours, CRI timestamps, tqdm \\r) in one feed: the records of either path (the C
-    accelerator's or the pure-Python batches) are `parse_line`'s, line for line."""
+def test_log_parser_gives_the_reference_records(kw):
+    """A whole simlog log (Ray colours, CRI timestamps, tqdm \\r) in one feed: the records and counts are the
+    reference's (`_parse`, fragment by fragment), value types included."""
     data = _simlog_bytes(**kw)
-    p = LogParser(compiled=compiled)
+    p = LogParser()
     got = p.feed(data) + p.finish()
-    want = _reference_records(data)
-    assert len(want) > 40 and got == want
-    assert [[type(v) for v in r.metrics.values()] for r in got] == [[type(v) for v in r.metrics.values()] for r in want]
-    assert p.counters.records == len(want) and p.counters.malformed == 0
+    want, counts = _reference(_fragments(data))
+    assert len(want) > 40 and got == want and _same(got, want)
+    assert p.counters == counts and counts.malformed == 0
 
 
 @pytest.mark.parametrize("size", [1, 7, 1000, 2600, 4096, 65536, 1 << 20])
-def test_chunking_never_loses_or_duplicates_batched_lines(size):
+def test_chunking_never_loses_or_duplicates_step_lines(size):
     """Step lines split across chunks at every kind of place (mid-line, mid-number, at \\r of \\r\\n)."""
     data = _simlog_bytes(cri=True).replace(b"\n", b"\r\n")  # CRLF too
     whole = LogParser()
@@ -431,7 +446,7 @@ def test_chunking_never_loses_or_duplicates_batched_lines(size):
         got += p.feed(data[i : i + size])
     got += p.finish()
     assert got == want == _reference_records(data)
-    assert p.counters == whole.counters
+    assert p.counters == whole.counters == _reference_feed(data)[1]
 
 
 def test_a_step_line_cut_at_every_offset_across_two_feeds():
@@ -445,7 +460,7 @@ def test_a_step_line_cut_at_every_offset_across_two_feeds():
         assert p.feed(data[:cut]) + p.feed(data[cut:]) + p.finish() == want, cut
 
 
-def test_over_long_line_inside_a_batch_is_capped_and_its_neighbours_parsed():
+def test_over_long_line_among_step_lines_is_capped_and_its_neighbours_parsed():
     lines = [f"step:{i} - a:{i}.5 - b:np.int64({i})\n".encode() for i in range(20)]
     long = b"step:99 - a:" + b"1" * 5000 + b"\n"
     data = b"".join(lines[:10]) + long + b"".join(lines[10:])
@@ -461,13 +476,12 @@ def test_over_long_line_inside_a_batch_is_capped_and_its_neighbours_parsed():
         assert len(p._splitter._pending) <= 1000
 
 
-@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "pure"])
-def test_one_bad_line_in_a_batch_is_counted_and_the_rest_kept(compiled):
+def test_one_bad_line_in_a_feed_is_counted_and_the_rest_kept():
     lines = [f"step:{i} - a:{i}.5 - b:np.int64({i})" for i in range(30)]
     lines[7] = "step:7 - a:np.int64(1 - b:2)"  # torn repr: malformed
     lines[12] = "step:12 - a:1e5"  # `_items` refuses it
     lines[20] = "step:20"  # no items
-    p = LogParser(compiled=compiled)
+    p = LogParser()
     got = p.feed(("\n".join(lines) + "\n").encode())
     assert [r.step for r in got] == [i for i in range(30) if i not in (7, 12)]
     assert got[[r.step for r in got].index(20)].metrics == {}
@@ -481,11 +495,12 @@ def test_feed_accepts_bytearray_and_memoryview():
         assert [r.step for r in p.feed(chunk)] == [1, 2]
 
 
-def test_feed_lines_batches_like_feed():
+def test_feed_lines_reads_like_feed():
     data = _simlog_bytes(cri=True)
     p = LogParser()
     text_lines = data.decode().split("\n")
     assert p.feed_lines(text_lines) == _reference_records(data)
+    assert p.counters == _reference_feed(data)[1]
     odd = ["step:1 - a\ud800:1.0", "step:2 - a:1.0"] * 3  # a lone surrogate cannot be UTF-8: read line by line
     assert LogParser().feed_lines(odd) == [parse_line(x) for x in odd] == [StepRecord(1, {"a\ud800": 1.0}),
                                                                           StepRecord(2, {"a": 1.0})] * 3
@@ -498,114 +513,61 @@ _PREFIX_PIECES = st.sampled_from([f"{ESC}[36m", f"{ESC}[0m", "(", ")", "(TaskRun
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.lists(_PREFIX_PIECES, max_size=6).map("".join), min_size=1, max_size=12))
-def test_remembered_prefixes_strip_as_the_per_line_path_does(heads):
+def test_remembered_prefixes_strip_as_the_reference_does(heads):
     """`LogParser` remembers which texts before `step:` are whole prefixes; on any head, fed twice (the second
-    time from the memo), its records are `parse_line`'s line for line."""
+    time from the memo), its records and counts are the reference's (`_parse`, line by line)."""
     data = "".join(f"{h}step:{i} - a:0.5 - b:np.int32({i})\n" for i, h in enumerate(heads)).encode()
-    want = _reference_records(data)
-    for compiled in (True, True, False):
-        p = LogParser(compiled=compiled)
+    want, counts = _reference(_fragments(data))
+    for _ in range(2):
+        p = LogParser()
         assert p.feed(data) + p.finish() == want
-        assert p.counters.records + p.counters.noise + p.counters.malformed == len(heads)
+        assert p.counters == counts
 
 
-# The C accelerator (`_stepjson.encode`, setup.py): each line it takes must read as the reference (`_parse`) reads
-# it, value types, key order, nan and duplicate keys included; a line it declines goes to the reference. Values
-# add the forms where the reference's readings differ inside and outside a numpy repr, and what JSON cannot carry.
-_C_VALUE_TEXTS = st.one_of(
-    _VALUE_TEXTS,
-    st.sampled_from(["np.float64(1.5e5)", "np.float64(1.5e+05)", "np.float64(1.5E+05)", "1.5E5", "1.5e5", "1.5e+05",
-                     "-nan", "np.float64(-inf)", "1e+308", "1.7976931348623159e+308", "9" * 25 + ".5",
-                     "0.1234567890123456789012345", "0." + "0" * 30 + "1e+330", "1e-400", "np.int64(007)", "-0",
-                     "000", "np.float64(-0.0)", "np.False_", "False", "np.float(2)", "np.uint(3)", "np.int(4)",
-                     "np.float64(1)x", "np.float64 (1)", "np.(1)", "é", "1.5\x00"]),
-)
-_C_KEYS = st.one_of(_KEYS, st.sampled_from(["k\x01", "a\\b", "a - b", "\x7f", "日本"]))
 _STEP_TEXTS = st.one_of(st.integers(0, 10**20).map(str),
                         st.sampled_from(["007", "", " 3", "3abc", "-1", "1.0", "٣", "3 -", "3 - "]))
+_HEADS = st.sampled_from(["", "(TaskRunnerV1 pid=3) ", f"{ESC}[36m(TaskRunner pid=9){ESC}[0m ", "(pid=1, ip=x",
+                          "2026-01-01T00:00:00Z stdout F ", "we are at ", "tqdm 50%\r", "x\n", "\xff"])
 
 
-def _same(got, want) -> bool:
-    """Records equal with nan equal to nan and ints, floats and bools told apart (repr does both)."""
-    norm = [(r.step, [(k, type(v), repr(v)) for k, v in r.metrics.items()]) if r is not None else None
-            for r in (got, want)]
-    return norm[0] == norm[1]
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(_HEADS, _STEP_TEXTS, st.lists(st.tuples(_KEYS, _VALUE_TEXTS), max_size=5)),
+                min_size=1, max_size=8),
+       st.integers(1, 400))
+def test_log_parser_agrees_with_the_reference_on_generated_feeds(lines, size):
+    """Whole feeds of generated step lines (prefixes, near-miss values and keys, noise, invalid UTF-8), fed whole and
+    in chunks: the records and every counter are the reference's (`_parse` fragment by fragment)."""
+    data = b"".join((h + "step:" + s + "".join(f" - {k}:{v}" for k, v in items)).encode("utf-8", "surrogatepass")
+                    .replace(b"\\xff", b"\xff") + b"\n" for h, s, items in lines)
+    want, counts = _reference_feed(data)
+    whole = LogParser()
+    assert _same(whole.feed(data) + whole.finish(), want)
+    assert whole.counters == counts
+    chunked, got = LogParser(), []
+    for i in range(0, len(data), size):
+        got += chunked.feed(data[i : i + size])
+    assert _same(got + chunked.finish(), want)
+    assert chunked.counters == counts
+    for text in data.split(b"\n"):  # `parse_line`: the same fast reading of one fragment
+        if b"\r" not in text:
+            t = text.decode(errors="replace")
+            ref = _reference([t])[0]
+            assert _same([r for r in [parse_line(t)] if r is not None], ref), t
 
 
-def _encode_and_read(rests):
-    import orjson
-
-    from launcher.metrics.parser import _apply_patches, _encode
-
-    body, declined, patches = _encode(rests)
-    pairs = orjson.loads(body)
-    _apply_patches(pairs, patches)
-    return pairs, declined
-
-
-@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(_STEP_TEXTS, st.lists(st.tuples(_C_KEYS, _C_VALUE_TEXTS), max_size=6)),
-                min_size=1, max_size=5))
-def test_compiled_lines_agree_with_the_reference(lines):
-    from launcher.metrics.parser import _MALFORMED, _parse
-
-    rests = [step + "".join(f" - {k}:{v}" for k, v in items) for step, items in lines]
-    pairs, declined = _encode_and_read(rests)
-    assert len(pairs) == len(rests)
-    for i, rest in enumerate(rests):
-        want = _parse("step:" + rest)
-        if i in declined:
-            assert pairs[i] is None
-            continue
-        assert want is not None and want is not _MALFORMED, rest
-        assert _same(StepRecord(*pairs[i]), want), rest
-
-
-@pytest.mark.parametrize(
-    "rest,metrics",
-    [
-        ("1 - a:nan - a:1", {"a": 1}),  # a later plain value replaces the nan: the patch must not come back
-        ("1 - a:1 - a:nan", {"a": "nan"}),
-        ("1 - a:nan - a:inf", {"a": math.inf}),
-        ("1 - a:inf - a:1 - a:-inf - b:2", {"a": -math.inf, "b": 2}),
-        ("1 - x:1e+999 - y:np.float64(nan)", {"x": math.inf, "y": "nan"}),
-    ],
-)
-def test_compiled_patches_keep_the_last_value_of_a_key(rest, metrics):
-    pairs, declined = _encode_and_read([rest])
-    assert declined == []
-    got = pairs[0][1]
-    assert list(got) == list(metrics)
-    for k, v in metrics.items():
-        assert math.isnan(got[k]) if v == "nan" else got[k] == v and type(got[k]) is type(v)
-
-
-def test_compiled_path_is_built_and_takes_verl_lines():
-    """The accelerator is built (`pip install -e .` compiles it) and declines no line verl writes, so the
-    speed-up is real; without a C compiler the parser still works, on the pure-Python path."""
-    import simlog
-    from launcher.metrics.parser import accelerated
-
-    assert accelerated(), "launcher.metrics._stepjson is not built: `pip install -e .` needs a C compiler (setup.py)"
-    rests = [line[line.index("step:") + 5 :].rstrip("\n")
-             for line in simlog.generate(steps=30, seed=3, val_before_train=True) if "step:" in line]
-    rests.append(rests[-1] + " - response_length_non_aborted/mean:nan")  # verl.md's example line has one
-    pairs, declined = _encode_and_read(rests)
-    assert len(rests) > 30 and declined == []
-    assert math.isnan(pairs[-1][1]["response_length_non_aborted/mean"])
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.one_of(st.sampled_from(["", "(TaskRunnerV1 pid=3) ", f"{ESC}[36m(TaskRunner pid=9){ESC}[0m ",
-                                            "2026-01-01T00:00:00Z stdout F ", "we are at ", "tqdm 50%\r"]))
-                .flatmap(lambda head: st.tuples(st.just(head), _STEP_TEXTS,
-                                                st.lists(st.tuples(_C_KEYS, _C_VALUE_TEXTS), max_size=4))),
-                min_size=1, max_size=8))
-def test_compiled_and_pure_log_parsers_agree(lines):
-    """Whole feeds: the same records and the same counters from both paths, whatever the lines hold."""
-    text = "\n".join(h + "step:" + s + "".join(f" - {k}:{v}" for k, v in items) for h, s, items in lines) + "\n"
-    data = text.encode("utf-8", "surrogatepass")
-    c, pure = LogParser(compiled=True), LogParser(compiled=False)
-    got, want = c.feed(data) + c.finish(), pure.feed(data) + pure.finish()
-    assert len(got) == len(want) and all(map(_same, got, want))
-    assert c.counters == pure.counters
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.sampled_from("ab üé\r\n"), max_size=60), st.integers(1, 8), st.integers(1, 9))
+def test_splitter_gives_the_reference_fragments(text, limit, size):
+    """`LineSplitter`, whole and in chunks: the \\r/\\n-separated pieces of the text, empty ones dropped, those over
+    `max_line_bytes` counted as truncated."""
+    data = text.encode()
+    frags = [f for f in text.replace("\r", "\n").split("\n") if f]
+    kept = [f for f in frags if len(f.encode()) <= limit]
+    for n in (len(data) or 1, size):
+        s = LineSplitter(max_line_bytes=limit)
+        got = []
+        for i in range(0, len(data), n):
+            got += s.feed(data[i : i + n])
+        got += s.finish()
+        assert got == kept
+        assert (s.counters.lines, s.counters.truncated) == (len(frags), len(frags) - len(kept))

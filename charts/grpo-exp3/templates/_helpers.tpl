@@ -1,5 +1,5 @@
 {{/*
-Names, labels and the pod template: the Helm mirror of launcher/labels.py and launcher/render.py.
+Names, labels and the pod template: the Helm mirror of launcher/spec/names.py and launcher/render/manifests.py.
 Every value is written with toJson (JSON is YAML), as the launcher's templates write every value
 through its `q`/`json` encoders: no value can inject YAML, and numbers that Helm holds as float64
 print as integers (`{{ 1000000 }}` would print 1e+06).

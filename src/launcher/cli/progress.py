@@ -51,7 +51,44 @@ def _clock(seconds: float | None) -> str:
     return f"{h}:{rem // 60:02d}:{rem % 60:02d}" if h else f"{rem // 60:02d}:{rem % 60:02d}"
 
 
-class RunProgress:
+class _LiveView:
+    """A rich `Live` display on a terminal (`renderable()` redrawn on `_show()`), plain lines elsewhere."""
+
+    console: Console
+    refresh_per_second = 4
+    redirect_stderr = False
+
+    def renderable(self):
+        raise NotImplementedError
+
+    def __enter__(self):
+        self._live = None
+        if self.console.is_terminal:
+            self._live = Live(self.renderable(), console=self.console, refresh_per_second=self.refresh_per_second,
+                              transient=False, redirect_stdout=True, redirect_stderr=self.redirect_stderr)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._live is not None:
+            self._live.update(self.renderable())
+            self._live.__exit__(*exc)
+            self._live = None
+        else:
+            self.final()
+
+    def final(self) -> None:
+        """What a run without a terminal prints last."""
+
+    def _show(self) -> bool:
+        """Redraw the live display; False when there is none (print a line instead)."""
+        if getattr(self, "_live", None) is None:
+            return False
+        self._live.update(self.renderable())
+        return True
+
+
+class RunProgress(_LiveView):
     """Tracks steps and job phase; `render()` gives the one-line summary the display shows."""
 
     def __init__(self, job: str, total_steps: int | None, *, console: Console | None = None,
@@ -132,26 +169,18 @@ class RunProgress:
         line = Text(self.render())
         return Group(self.table(), line) if self.table_rows else line
 
-    def __enter__(self) -> RunProgress:
-        if self.console.is_terminal:
-            # table mode owns the terminal: notices printed to stderr meanwhile go above the display too
-            self._live = Live(self.renderable(), console=self.console, refresh_per_second=4, transient=False,
-                              redirect_stdout=True, redirect_stderr=bool(self.table_rows))
-            self._live.__enter__()
-        return self
+    @property
+    def redirect_stderr(self) -> bool:
+        # table mode owns the terminal: notices printed to stderr meanwhile go above the display too
+        return bool(self.table_rows)
 
-    def __exit__(self, *exc) -> None:
-        if self._live is not None:
-            self._live.update(self.renderable())
-            self._live.__exit__(*exc)
-            self._live = None
-        else:
-            self.console.print(self.render(), highlight=False, soft_wrap=True)
+    def final(self) -> None:
+        self.console.print(self.render(), highlight=False, soft_wrap=True)
 
     def _refresh(self) -> None:
-        if self._live is not None:
-            self._live.update(self.renderable())
-        elif self.step is not None and self.step != self._last_printed_step:
+        if self._show():
+            return
+        if self.step is not None and self.step != self._last_printed_step:
             self._last_printed_step = self.step
             self.console.print(self.render(), highlight=False, soft_wrap=True)
 
@@ -172,7 +201,7 @@ def print_line(pod: str, line: str, stream=None) -> None:
     out.flush()
 
 
-class SweepView:
+class SweepView(_LiveView):
     """Live progress of every member of a sweep (see the module docstring)."""
 
     def __init__(self, sweep, *, console: Console | None = None, clock=time.monotonic):
@@ -204,9 +233,14 @@ class SweepView:
     def notice(self, msg: str) -> None:
         self.console.print(msg, highlight=False, soft_wrap=True)
 
+    refresh_per_second = 2
+    redirect_stderr = True  # notices go above the table
+
     def tick(self) -> None:
-        if self._live is not None:
-            self._live.update(self.table())
+        self._show()
+
+    def renderable(self) -> Table:
+        return self.table()
 
     def line(self, job: str) -> str:
         row = self.rows[job]
@@ -232,8 +266,7 @@ class SweepView:
         return table
 
     def _update(self, job: str) -> None:
-        if self._live is not None:
-            self._live.update(self.table())
+        if self._show():
             return
         with self._lock:
             row = self.rows[job]
@@ -242,15 +275,3 @@ class SweepView:
                 return
             row["printed"] = key
         self.console.print(self.line(job), highlight=False, soft_wrap=True)
-
-    def __enter__(self) -> SweepView:
-        if self.console.is_terminal:
-            self._live = Live(self.table(), console=self.console, refresh_per_second=2, transient=False)
-            self._live.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._live is not None:
-            self._live.update(self.table())
-            self._live.__exit__(*exc)
-            self._live = None

@@ -35,12 +35,11 @@ are `float` (including nan/inf), booleans `bool`. Keys are verl's, unchanged.
 Memory is bounded: `LineSplitter` never holds more than one pending line of at most
 `max_line_bytes` plus the chunk being fed; longer lines are dropped and counted as truncated.
 
-Speed: where the optional C accelerator is built (`_stepjson.c`, `accelerated()`), `LogParser` hands all the
-step lines of a feed to `_stepjson.encode`, which checks each against this grammar and writes it as JSON, and
-reads them with one `orjson.loads`; a line it declines is read by the reference path below. Without it,
-`LogParser` reads the step lines 64 at a time with one `orjson.loads` (`_items_batch`), falling back line by
-line (`_items_fast`, then the per-item reference `_items`) wherever the batch could read differently;
-`parse_line` is the per-line path. All give the same records.
+Speed: `_parse` (with `_items`, one item at a time) is the reference reading of a fragment. `LogParser` and
+`parse_line` read through `_parse_fast`, which gives the same result for every fragment: it remembers which Ray
+prefixes are whole prefixes, and `_items_fast` rewrites a line's items as one JSON object for one `orjson.loads`,
+answering only where that provably reads as `_items` does (else `_items` reads the line). `LineSplitter` finds
+line ends with one memchr per line. Python and orjson only: no numpy, no extension module of its own.
 """
 
 from __future__ import annotations
@@ -143,7 +142,7 @@ def _strip_prefixes(line: str) -> str:
     return line
 
 
-# Ray prefixes (`\x1b[36m(TaskRunnerV1 pid=6402)\x1b[0m `) repeat on every line of an actor: `LogParser` matches
+# Ray prefixes (`\x1b[36m(TaskRunnerV1 pid=6402)\x1b[0m `) repeat on every line of an actor: `_parse_fast` matches
 # each distinct text before the first `step:` once. The prefix patterns cannot match across `step:` (`_prefix_only`),
 # so `_strip_prefixes(line)` removes exactly that text whenever it removes it from `head + "step:"`. Timestamped
 # heads (a digit first) differ on every line and are not kept.
@@ -165,17 +164,8 @@ def _remember_prefix(head: str) -> bool:
     return known
 
 
-def _from_step(f: str, at: int) -> str | None:
-    """`f` from its `step:` on, when the `at` characters before it are a prefix to strip; else what
-    `_strip_prefixes` leaves if that starts with `step:`; None for noise (a sentence that mentions `step:`)."""
-    if not at or _remember_prefix(f[:at]):
-        return f[at:]
-    f = _strip_prefixes(f)
-    return f if f.startswith(_STEP) else None
-
-
 def _parse(line: str):
-    """StepRecord, None (noise) or _MALFORMED. Callers should fast-path lines without 'step:'."""
+    """StepRecord, None (noise) or _MALFORMED: the reference reading of one fragment (`_parse_fast` is the fast one)."""
     if not line.startswith(_STEP):
         line = _strip_prefixes(line)
         if not line.startswith(_STEP):
@@ -187,12 +177,8 @@ def _parse(line: str):
         return _MALFORMED if num[:1].isdigit() else None
     if not sep:
         return StepRecord(int(num), {})
-    metrics = _items_fast(rest)
-    if metrics is None:
-        metrics = _items(rest)
-        if metrics is None:
-            return _MALFORMED
-    return StepRecord(int(num), metrics)
+    metrics = _items(rest)
+    return _MALFORMED if metrics is None else StepRecord(int(num), metrics)
 
 
 def _items(rest: str) -> dict[str, int | float | bool] | None:
@@ -223,32 +209,36 @@ def _items(rest: str) -> dict[str, int | float | bool] | None:
 
 
 # `_items_fast` rewrites the items as one JSON object and lets orjson build the dict in C
-# (`k1:v1 - k2:v2` -> `{"k1":v1,"k2":v2}`), about twice as fast as `_items` on verl's lines. It answers only
+# (`k1:v1 - k2:v2` -> `{"k1":v1\t,"k2":v2}`), several times faster than `_items` on verl's lines. It answers only
 # when the result is provably what `_items` gives, else None (and `_items` decides). Why that holds:
-# - no `"`, `\` or JSON whitespace outside the separators: keys need no escaping, values carry no blanks;
-# - `:` becomes `":`, so every text colon is preceded by a quote and no key can contain one; in a valid
-#   object of numbers the separators' opening quotes and the colons' closing quotes must then alternate,
-#   so each item has exactly one colon: its key is the text before it, as `rpartition` gives, and its
-#   value the text after it;
-# - a JSON number reads as `_items` reads it, except an exponent without a fraction, which `_items` takes
-#   only as `1e-06` (lower-case `e` and a sign): any `E`, or `e` before a digit, goes to `_items`;
-# - a numpy repr is unwrapped only when its inner text is a number both grammars read alike;
-# - an empty key, a duplicate key (where `_items` keeps the first position and the last value) and an
-#   integer beyond 64 bits (orjson makes it a float) go to `_items`.
-# tests/test_metrics_parser.py checks the two against each other on generated lines.
+# - no `"`, `\`, tab, CR or LF in the text and no blank outside a separator: the only quotes are the inserted
+#   ones, keys need no escaping, and the only JSON whitespace is the tab that each separator becomes (` - ` ->
+#   `\t,"`, found left to right, where `_items`' split finds them);
+# - each `:` becomes `":`. A JSON string cannot hold a tab, so none runs across a separator: every string ends at
+#   a colon's quote, which a `:` follows, so no value is a string, and each key opens at `{"`, at a separator's
+#   quote or (after a comma of the text) at a colon's quote. Only in that last case, or with a duplicate key, has
+#   the dict fewer keys than the text has colons (counted from the length the replace adds). When they are equal,
+#   each item holds exactly one colon, its key is the text before it (as `rpartition` gives) and its value the
+#   text after it, and no value was overwritten by a duplicate key, so every value is checked below;
+# - each value is one JSON value: `hypot` refuses null, arrays and objects (TypeError) and bounds every number
+#   below 2**62, where orjson reads integers as `_items` does (a wider one becomes a float); `e` before a digit
+#   (an exponent without a sign, which `_items` refuses), a tab or the closing brace (the end of `true`, `false`)
+#   declines, as does any `E`: what is left is a JSON number that `_items` reads to the same int or float;
+# - a numpy repr is unwrapped only where it is the whole value and its inner text a number both read alike;
+# - an empty key goes to `_items` (which refuses it).
+# tests/metrics/test_metrics_parser.py checks the two against each other on generated lines.
 _NP_HEAD = re.compile(
     rb"(?:float(?:16|32|64|128)?|longdouble|u?int(?:8|16|32|64)?|longlong|intc|intp)"
     rb"\('?(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:e[+-][0-9]+)?)'?\)"
 )
 _NP_SEEN: dict[bytes, bytes] = {}  # `int32(2` -> `2`: numpy reprs already matched by _NP_HEAD (bounded)
-# `e` before a digit (an exponent without a sign, which `_items` refuses), or ending a value (`true`, `false`)
-_E_DIGIT = re.compile(rb"e[0-9\t}]")
+_BAD_E = re.compile(rb"e[0-9\t}]")  # `e` before a digit, or ending a value (`true`, `false`): see above
 _BOUND = 2.0**62  # orjson reads an integer below -2**63 or from 2**64 as a float; `_items` keeps it an int
 
 
 def _items_fast(rest: str) -> dict[str, int | float] | None:
     """`_items(rest)` built by orjson for a line of plain keys and numbers; None when `_items` must decide."""
-    # JSON skips blanks around a value where `_items` refuses them: any blank outside a separator declines
+    # (each check below is one of the conditions in the comment above)
     if '"' in rest or "\\" in rest or "E" in rest or "\t" in rest or "\n" in rest or "\r" in rest:
         return None
     try:
@@ -261,16 +251,16 @@ def _items_fast(rest: str) -> dict[str, int | float] | None:
     colons = len(body)
     body = body.replace(b":", b'":')
     colons = len(body) - colons
-    if b"(" in body:  # a numpy repr, maybe (one memchr, where looking for `":np.` costs a scan per quote)
+    if b"(" in body:  # a numpy repr, maybe (one memchr, where looking for `":np.` costs a scan)
         body = _unwrap_np(body)
         if body is None:
             return None
     body = b'{"' + body + b"}"
-    if _E_DIGIT.search(body):
+    if _BAD_E.search(body):
         return None
     try:
         metrics = orjson.loads(body)
-        if len(metrics) != colons or not hypot(*metrics.values()) < _BOUND:  # (TypeError: null, a list, an object)
+        if len(metrics) != colons or not hypot(*metrics.values()) < _BOUND:  # (TypeError: null, array, object)
             return None
     except (ValueError, TypeError):  # not JSON (orjson.JSONDecodeError is a ValueError), or not a number
         return None
@@ -298,6 +288,30 @@ def _unwrap_np(body: bytes) -> bytes | None:
     return b'":'.join(parts)
 
 
+def _parse_fast(f: str):
+    """`_parse(f)`, faster, for a fragment that holds `step:`: the prefix decision remembered, the items read by
+    `_items_fast` where it answers."""
+    at = f.find(_STEP)
+    if at and not _remember_prefix(f[:at]):  # not all prefix before it: what `_strip_prefixes` leaves, or noise
+        f = _strip_prefixes(f)
+        if not f.startswith(_STEP):
+            return None  # a sentence that mentions `step:`
+        at = 0
+    cut = f.find(_SEP, at)  # (where `_parse`'s partition splits)
+    num = f[at + 5 : cut] if cut >= 0 else f[at + 5 :]
+    if not num.isdigit() or not num.isascii():
+        return _MALFORMED if num[:1].isdigit() else None
+    if cut < 0:
+        return StepRecord(int(num), {})
+    rest = f[cut + 3 :]
+    metrics = _items_fast(rest)
+    if metrics is None:
+        metrics = _items(rest)
+        if metrics is None:
+            return _MALFORMED
+    return StepRecord(int(num), metrics)
+
+
 def parse_line(line: str) -> StepRecord | None:
     """Parse one fragment (no `\\r`/`\\n` inside); None for noise and for malformed metric lines.
 
@@ -305,7 +319,7 @@ def parse_line(line: str) -> StepRecord | None:
     """
     if _STEP not in line:
         return None
-    rec = _parse(line)
+    rec = _parse_fast(line)
     return rec if isinstance(rec, StepRecord) else None
 
 
@@ -444,40 +458,21 @@ class LogParser:
         return self._records(frags)
 
     def _records(self, frags: list[str]) -> list[StepRecord]:
-        # `_parse` line by line, with its prefix decision remembered (`_from_step`) and the items read by
-        # `_items_fast` where it answers, else by `_items`. Same records and counts as `_parse`.
+        # `_parse` line by line, by way of `_parse_fast`: the same records and counts.
         c = self.counters
         noise = malformed = 0
         out: list[StepRecord] = []
         for f in frags:
-            at = f.find(_STEP)
-            if at < 0:  # fast path: config dump, tqdm, warnings
+            if _STEP not in f:  # fast path: config dump, tqdm, warnings
                 noise += 1
                 continue
-            if at:
-                f = _from_step(f, at)
-                if f is None:
-                    noise += 1
-                    continue
-            cut = f.find(_SEP)  # (where `_parse`'s partition splits)
-            num = f[5:cut] if cut >= 0 else f[5:]
-            if not num.isdigit() or not num.isascii():
-                if num[:1].isdigit():  # "step:12abc"
-                    malformed += 1
-                else:
-                    noise += 1
-                continue
-            if cut < 0:
-                out.append(StepRecord(int(num), {}))
-                continue
-            rest = f[cut + 3 :]
-            metrics = _items_fast(rest)
-            if metrics is None:
-                metrics = _items(rest)
-                if metrics is None:
-                    malformed += 1
-                    continue
-            out.append(StepRecord(int(num), metrics))
+            rec = _parse_fast(f)
+            if rec is None:
+                noise += 1
+            elif rec is _MALFORMED:
+                malformed += 1
+            else:
+                out.append(rec)
         c.noise += noise
         c.malformed += malformed
         c.records += len(out)

@@ -31,6 +31,17 @@ class Call:
     cluster_scoped: bool = False
 
 
+def _job_calls(group: str, resource: str, kind: str, get_why: str, list_why: str) -> tuple[Call, ...]:
+    """The requests on the jobs of a backend other than PyTorchJob (RayJob, TrainJob): the same verbs send them."""
+    return (
+        Call(group, resource, "get", ("status", "submit", "sweep", "wait", "logs", "delete", "doctor"), get_why),
+        Call(group, resource, "list", ("list", "submit", "sweep", "status", "logs", "wait"), list_why),
+        Call(group, resource, "watch", ("logs", "submit", "sweep", "wait"), f"follow a {kind} run's state"),
+        Call(group, resource, "create", ("submit", "sweep", "doctor"), f"submit a {kind}"),
+        Call(group, resource, "delete", ("delete", "doctor"), f"delete a {kind} run"),
+    )
+
+
 # The Kube method behind each RBAC verb: get -> Kube.get / Kube.pod_log (pods/log), list -> Kube.list /
 # events_for / list_with_version, watch -> Kube.watch (the follower's informers), create -> Kube.create, delete -> Kube.delete. Keep this table in step with those calls:
 # tests/e2e/test_rbac_e2e.py runs every verb on a real API server with exactly the derived Role (a call
@@ -45,20 +56,12 @@ CALLS: tuple[Call, ...] = (
          "follow a run's state: one watch of the launcher's PyTorchJobs for every run followed"),
     Call("kubeflow.org", "pytorchjobs", "create", ("submit", "sweep", "doctor"), "submit a PyTorchJob (doctor --smoke)"),
     Call("kubeflow.org", "pytorchjobs", "delete", ("delete", "doctor"), "delete a run (doctor --smoke: its job)"),
-    Call("ray.io", "rayjobs", "get", ("status", "submit", "sweep", "wait", "logs", "delete", "doctor"),
-         "the same for RayJob runs (NAME that is no PyTorchJob is looked up as a RayJob)"),
-    Call("ray.io", "rayjobs", "list", ("list", "submit", "sweep", "status", "logs", "wait"),
-         "list and experiment lookups cover both backends (and a RayJob follower's watch starts from a list)"),
-    Call("ray.io", "rayjobs", "watch", ("logs", "submit", "sweep", "wait"), "follow a RayJob run's state"),
-    Call("ray.io", "rayjobs", "create", ("submit", "sweep", "doctor"), "submit a RayJob"),
-    Call("ray.io", "rayjobs", "delete", ("delete", "doctor"), "delete a RayJob run"),
-    Call("trainer.kubeflow.org", "trainjobs", "get", ("status", "submit", "sweep", "wait", "logs", "delete", "doctor"),
-         "the same for TrainJob runs (NAME that is neither a PyTorchJob nor a RayJob is looked up as a TrainJob)"),
-    Call("trainer.kubeflow.org", "trainjobs", "list", ("list", "submit", "sweep", "status", "logs", "wait"),
-         "list and experiment lookups cover every backend (and a TrainJob follower's watch starts from a list)"),
-    Call("trainer.kubeflow.org", "trainjobs", "watch", ("logs", "submit", "sweep", "wait"), "follow a TrainJob run's state"),
-    Call("trainer.kubeflow.org", "trainjobs", "create", ("submit", "sweep", "doctor"), "submit a TrainJob"),
-    Call("trainer.kubeflow.org", "trainjobs", "delete", ("delete", "doctor"), "delete a TrainJob run"),
+    *_job_calls("ray.io", "rayjobs", "RayJob",
+                "the same for RayJob runs (NAME that is no PyTorchJob is looked up as a RayJob)",
+                "list and experiment lookups cover both backends (and a RayJob follower's watch starts from a list)"),
+    *_job_calls("trainer.kubeflow.org", "trainjobs", "TrainJob",
+                "the same for TrainJob runs (NAME that is neither a PyTorchJob nor a RayJob is looked up as a TrainJob)",
+                "list and experiment lookups cover every backend (and a TrainJob follower's watch starts from a list)"),
     Call("trainer.kubeflow.org", "trainingruntimes", "create", ("submit", "sweep", "doctor"),
          "a TrainJob run's own TrainingRuntime (namespaced; never a ClusterTrainingRuntime)"),
     Call("trainer.kubeflow.org", "trainingruntimes", "list", ("delete", "doctor"),

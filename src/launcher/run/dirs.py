@@ -20,6 +20,11 @@ def runs_root(arg: str | None = None) -> Path:
     return Path(arg or os.environ.get(ENV) or DEFAULT)
 
 
+def _file(name: str) -> property:
+    """A path under the run directory, as a read-only attribute."""
+    return property(lambda self: self.path / name, doc=f"`<run dir>/{name}`")
+
+
 @dataclass(frozen=True)
 class RunDir:
     """Paths of one run's files (nothing is created until `ensure`)."""
@@ -30,39 +35,19 @@ class RunDir:
     def of(cls, job: str, runs_dir: str | None = None) -> RunDir:
         return cls(runs_root(runs_dir) / job)
 
-    @property
-    def spec(self) -> Path:
-        return self.path / "spec.yaml"
-
-    @property
-    def manifests(self) -> Path:
-        return self.path / "manifests.yaml"
-
-    @property
-    def logs(self) -> Path:
-        return self.path / "logs"
+    spec = _file("spec.yaml")
+    manifests = _file("manifests.yaml")
+    logs = _file("logs")
+    # what ran and what the watchdog saw (launcher.run.provenance, launcher.run.watchdog)
+    findings = _file("findings.jsonl")
+    provenance = _file("provenance.json")
+    images = _file("images.json")
+    verl_config = _file("verl_config.json")
 
     @property
     def follow_state(self) -> Path:
-        """Per-stream resume positions of the log follower (see `launcher.run.follow`)."""
+        """Per-stream resume positions of the log follower (see `launcher.run.logpos`)."""
         return self.logs / ".follow-state.json"
-
-    # what ran and what the watchdog saw (launcher.run.provenance, launcher.run.watchdog)
-    @property
-    def findings(self) -> Path:
-        return self.path / "findings.jsonl"
-
-    @property
-    def provenance(self) -> Path:
-        return self.path / "provenance.json"
-
-    @property
-    def images(self) -> Path:
-        return self.path / "images.json"
-
-    @property
-    def verl_config(self) -> Path:
-        return self.path / "verl_config.json"
 
     def pod_log(self, pod: str) -> Path:
         return self.logs / f"{pod}.log"

@@ -23,10 +23,9 @@ from pathlib import Path
 from typing import Any
 
 PODS_FILE = "pods.json"
-KWOK_ANNOTATION = "kwok.x-k8s.io/node"
-KWOK_ANNOTATION_VALUE = "fake"
-KWOK_LABEL = "type"
-KWOK_LABEL_VALUE = "kwok"
+# (key, value) of the annotation and of the label that mark a KWOK node
+KWOK_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+KWOK_LABEL = ("type", "kwok")
 
 # The words the report leads with (the wording, so users and tests find the same phrase).
 SIMULATED_HEADLINE = "simulated trainer (KWOK fake nodes; generated verl log)"
@@ -37,8 +36,7 @@ def is_kwok_node(node: dict) -> bool:
     md = node.get("metadata") or {}
     annotations = md.get("annotations") or {}
     labels = md.get("labels") or {}
-    return (annotations.get(KWOK_ANNOTATION) == KWOK_ANNOTATION_VALUE
-            or labels.get(KWOK_LABEL) == KWOK_LABEL_VALUE)
+    return annotations.get(KWOK_ANNOTATION[0]) == KWOK_ANNOTATION[1] or labels.get(KWOK_LABEL[0]) == KWOK_LABEL[1]
 
 
 def load(run_dir: Path) -> dict[str, dict[str, Any]] | None:

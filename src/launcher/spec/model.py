@@ -337,13 +337,15 @@ class ConfigMapRef(_Model):
     key: Annotated[str, StringConstraints(pattern=r"^[-._a-zA-Z0-9]+$", max_length=253)]
 
 
+# An environment variable's value: printable text, bounded.
+EnvValue = Annotated[str, StringConstraints(pattern=rf"^[^{_CONTROL}{_UNPRINTABLE_REST}]*$", max_length=4096)]
+
+
 class EnvVar(_Model):
     """One extra environment variable for every pod: exactly one of value, secret_key_ref, config_map_key_ref."""
 
     name: EnvName = Field(description="Variable name; may not be one the launcher sets (spec.RESERVED_ENV, LAUNCHER_*).")
-    value: Annotated[str, StringConstraints(pattern=rf"^[^{_CONTROL}{_UNPRINTABLE_REST}]*$", max_length=4096)] | None = (
-        Field(None, description="A plain value (never a secret: use secret_key_ref).")
-    )
+    value: EnvValue | None = Field(None, description="A plain value (never a secret: use secret_key_ref).")
     secret_key_ref: SecretRef | None = Field(None, description="The value from a key of an existing Secret.")
     config_map_key_ref: ConfigMapRef | None = Field(None, description="The value from a key of an existing ConfigMap.")
 

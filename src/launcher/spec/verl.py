@@ -23,13 +23,9 @@ Mode = Literal["train", "eval"]
 
 def hydra_value(value: object) -> str:
     """Format a Python value as a Hydra override value (bool, number, None, string or list)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "True" if value else "False"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "True", False: "False"}[value]
+    if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(hydra_value(v) for v in value) + "]"
