@@ -7,7 +7,7 @@
 # default set (`make cluster-bins`): kueue, trainer (Kubeflow Trainer v2), jobset, flux (source- and kustomize-controller).
 #
 # The real node (`node` = kubelet coredns pause): kubelet + kube-proxy from the same k8s.io/kubernetes wrapper
-# module, CoreDNS with only the plugins cluster DNS needs, the pause image from pause.c.
+# module, CoreDNS with only the plugins cluster DNS needs, the pause image from hack/cluster/pause (Go).
 #
 # Usage: hack/cluster/build.sh [component ...]     (default: the control plane; "tools" = kubectl + helm only;
 #        "node" = what the real node needs, built by `make node-build` and `make test`, not by `make run`)
@@ -113,14 +113,15 @@ build_coredns() {
 }
 
 build_pause() {
-  # The sandbox ("pause") image: build/pause/linux/pause.c from the same k8s.io/kubernetes module, compiled
-  # static and packed as a one-layer OCI archive (no registry here: every image a pod uses is imported).
-  local d=$PAUSE_DIR src
+  # The sandbox ("pause") image: hack/cluster/pause/main.go (what Kubernetes' build/pause/linux/pause.c does, in Go:
+  # no C compiler anywhere), static, packed as a one-layer OCI archive (no registry here: every image a pod uses
+  # is imported).
+  local d=$PAUSE_DIR
   if have "$d" pause.oci.tar; then log "pause image: cached"; return; fi
-  log "pause image: building from k8s.io/kubernetes@$K8S_VERSION build/pause/linux/pause.c"
-  src=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | python3 -c 'import json,sys;print(json.load(sys.stdin)["Dir"])')
+  log "pause image: building hack/cluster/pause (Go)"
   mkdir -p "$d"
-  gcc -Os -static -DVERSION="$K8S_VERSION" -o "$d/pause" "$src/build/pause/linux/pause.c"
+  (cd "$HERE/pause" && go build -trimpath -ldflags "-s -w -X main.version=$K8S_VERSION" -o "$d/pause" .)
+  "$d/pause" -v | grep -qF "$K8S_VERSION" || { log "pause: -v does not name $K8S_VERSION"; exit 1; }
   python3 "$HERE/oci_pack.py" --binary "$d/pause" --path /pause --entrypoint /pause --user 65535:65535 \
     --ref "$PAUSE_IMAGE" -o "$d/pause.oci.tar"
   touch "$d/.complete"

@@ -36,7 +36,7 @@ export GOMODCACHE="$GRPO_CACHE/gomod" GOCACHE="$GRPO_CACHE/gobuild"
 COREDNS_VERSION=${COREDNS_VERSION:-v1.14.7}    # github.com/coredns/coredns (custom main: hack/cluster/coredns)
 NODE_BIN="$BIN_ROOT/kubernetes-node-$K8S_VERSION-$GO_VERSION_TAG"
 COREDNS_BIN="$BIN_ROOT/coredns-$COREDNS_VERSION-$GO_VERSION_TAG"
-PAUSE_DIR="$BIN_ROOT/pause-$K8S_VERSION"
+PAUSE_DIR="$BIN_ROOT/pause-go-$K8S_VERSION"  # -go: built from hack/cluster/pause, not pause.c
 PAUSE_IMAGE="localhost/grpo-launcher/pause:$K8S_VERSION"   # a local name: no registry is involved
 TOOLBOX_DIR="$BIN_ROOT/toolbox-busybox-2"                       # -2: with applet links
 TOOLBOX_IMAGE="localhost/grpo-launcher/toolbox:busybox"        # the real node's network tests (tests/e2e)

@@ -1,0 +1,3 @@
+module grpo-launcher/hack/cluster/pause
+
+go 1.26
