@@ -64,7 +64,7 @@ unit: setup tools ## Unit and property tests: no cluster, no verl, no CPU image,
 
 .PHONY: golden
 golden: setup ## Regenerate tests/golden/ after an intended rendering change (review the diff)
-	UPDATE_GOLDEN=1 $(VPY) -m pytest -q tests/test_render_golden.py -k test_golden
+	UPDATE_GOLDEN=1 $(VPY) -m pytest -q tests/render/test_render_golden.py -k test_golden
 
 .PHONY: run
 run: ## Run grpo-exp3 end to end, installing the rest (embedded cluster if KUBECONFIG is unset: needs Go 1.26+, npm)

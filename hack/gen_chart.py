@@ -548,7 +548,7 @@ def chart_yaml() -> str:
         + "apiVersion: v2\n"
         + f"name: {CHART_NAME}\n"
         + f"description: verl GRPO experiment grpo-exp3 ({jobs}); a second renderer of "
-        "the grpo-launcher experiment spec, kept in lockstep by tests/test_chart_parity.py.\n"
+        "the grpo-launcher experiment spec, kept in lockstep by tests/chart/test_chart_parity.py.\n"
         + "type: application\n"
         + f"version: {__version__}\n"
         + f'appVersion: "{__version__}"\n'

@@ -1,5 +1,5 @@
 # Helm chart charts/grpo-exp3 and the GitOps manifests/: both generated from the experiment spec and
-# kept in lockstep with `launcher render` (tests/test_chart*.py, tests/test_manifests.py).
+# kept in lockstep with `launcher render` (tests/test_chart*.py, tests/render/test_manifests.py).
 GRPO_CACHE ?= $(HOME)/.cache/grpo-launcher
 TOOLS_BIN ?= $(or $(GRPO_TOOLS_BIN),$(GRPO_CACHE)/bin/tools)
 HELM := $(TOOLS_BIN)/helm

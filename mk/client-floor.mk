@@ -9,7 +9,7 @@ FLOOR_PY := $(FLOOR_VENV)/bin/python
 # The REST seam and connect() without a cluster (exec plugin, in-cluster, transport errors), then every cluster
 # verb: submit/status/list/logs/wait/delete/doctor under the rendered RBAC (a ServiceAccount token over TLS),
 # and doctor plus submit --follow with the admin kubeconfig (client certificate).
-FLOOR_TESTS ?= tests/test_kube_client.py tests/test_kube_connect.py tests/e2e/test_rbac_e2e.py \
+FLOOR_TESTS ?= tests/kube/test_kube_client.py tests/kube/test_kube_connect.py tests/e2e/test_rbac_e2e.py \
 	tests/e2e/test_doctor_e2e.py::test_static_checks_green_for_grpo_exp3 \
 	tests/e2e/test_submit_e2e.py::test_submit_follow_pytorchjob_to_success_with_exact_metrics
 

@@ -11,7 +11,7 @@ import pytest
 
 import kwok_support as ks
 
-# tests/eval_support.py is shared with the unit tests (tests/test_eval_report.py); pytest puts only
+# tests/eval_support.py is shared with the unit tests (tests/report/test_eval_report.py); pytest puts only
 # this file's own directory on sys.path, so add its parent explicitly.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from eval_support import eval_log, per_question, sorted_by_id  # noqa: E402

@@ -1,5 +1,5 @@
 """GSM8K preparation (`launcher.entrypoint.gsm8k`): verl's exact row format and schema, sources, skipping,
-atomic writes. No verl needed here; tests/verl/test_dataset.py loads the output with verl's own dataset.
+atomic writes. No verl needed here; tests/verl/test_verl_dataset.py loads the output with verl's own dataset.
 
 The expected values are written out literally (not imported from the module under test), so a change
 to the prompt suffix, the schema or the ground-truth rule fails here.

@@ -1,6 +1,6 @@
 """Golden files of the rendered manifests: exp3 and exp4 on every backend.
 
-Update after an intended change with `make golden` (UPDATE_GOLDEN=1 pytest tests/test_render_golden.py)
+Update after an intended change with `make golden` (UPDATE_GOLDEN=1 pytest tests/render/test_render_golden.py)
 and review the diff like any code change.
 """
 

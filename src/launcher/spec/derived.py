@@ -83,7 +83,7 @@ class ExperimentDerived:
         """Short content hash of the whole spec: a changed config is a new run (and job name).
 
         The canonical text is Go's `encoding/json` form (`launcher.spec.canonical`) so that the Helm chart
-        computes the same hash with `toJson | sha256sum` (charts/grpo-exp3, tests/test_chart_parity.py).
+        computes the same hash with `toJson | sha256sum` (charts/grpo-exp3, tests/chart/test_chart_parity.py).
         """
         from launcher.spec import canonical
 

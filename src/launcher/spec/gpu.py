@@ -160,7 +160,7 @@ def identify(scheme: str, labels: dict, product_label: str = GFD_PRODUCT_LABEL) 
 
 
 def markdown_table() -> str:
-    """The table as the README shows it (tests/test_gpu_select.py keeps the README's copy equal)."""
+    """The table as the README shows it (tests/spec/test_gpu_select.py keeps the README's copy equal)."""
     head = "| gpu_type | " + " | ".join(f"`{s}`" for s in SCHEMES) + " |"
     rows = [head, "|---" * (len(SCHEMES) + 1) + "|"]
     for t in GPU_TYPES:

@@ -39,7 +39,7 @@ HASH_LEN = 8
 NAME_MAX = JOB_NAME_MAX - HASH_LEN - 1  # 38
 
 # Environment variables the launcher (or, for it, the operator) sets in the pods: `env:` may not
-# override them. tests/test_tracking_spec.py proves that every name `render` and the entrypoint set
+# override them. tests/spec/test_tracking_spec.py proves that every name `render` and the entrypoint set
 # is listed here, so the list cannot fall behind the code.
 RESERVED_ENV: frozenset[str] = frozenset({
     # render._env_vars

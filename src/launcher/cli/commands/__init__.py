@@ -2,7 +2,7 @@
 
 Each module exposes `HELP` (one line), `add_arguments(parser)` and `run(args) -> int`. `cli` imports
 only the module of the verb that runs; `launcher --help` lists every verb from `HELP_LINES` without
-importing any (tests/test_cli.py keeps the table equal to the modules' `HELP`).
+importing any (tests/cli/test_cli.py keeps the table equal to the modules' `HELP`).
 """
 
 # verb -> module name under launcher.cli.commands, in the order `--help` lists them
