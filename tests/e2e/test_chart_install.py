@@ -36,7 +36,7 @@ from helm_tools import CHART, ROOT, tool  # noqa: E402
 from launcher.spec.load import load_spec  # noqa: E402
 from launcher.render.manifests import render  # noqa: E402
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(420, func_only=True)]  # func_only: never cut the shared cluster's start
 
 FAST = {ks.POD_COMPLETE_DELAY: "3s"}  # KWOK completes the pods after 3 s instead of the cluster default
 

@@ -22,7 +22,7 @@ from kubernetes.client.rest import ApiException
 
 import kwok_support as ks
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300, func_only=True)]  # func_only: never cut the shared cluster's start
 
 A100_NODES = {"kwok-a100-0", "kwok-a100-1"}
 VERL_LOG = [
