@@ -49,7 +49,7 @@ def eval_log(*, n: int = 200, base: list[int] | None = None, ckpt: list[int] | N
 
 def sorted_by_id(scores: list[int]) -> list[int]:
     """`scores` in the order `questions_payload` lists them (sorted question ids)."""
-    from launcher.run.eval import question_id
+    from launcher.spec.contract import question_id
 
     ids = [question_id(f"question {i}", str(i)) for i in range(len(scores))]
     return [s for _, s in sorted(zip(ids, scores))]

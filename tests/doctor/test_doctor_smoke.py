@@ -515,7 +515,6 @@ def test_doctor_reads_what_the_real_smoke_workload_prints(cluster_dir):
     """`python -m launcher.entrypoint` with the smoke workload on this machine (test_smoke_ray's set-up): doctor
     groups its lines, one check per base name, with the verdict the workload printed for each."""
     from launcher.doctor import smokelog
-    from test_entrypoint_ray import _free_port
     from entrypoint_support import IDENTITY_FAILS, free_port, smoke_config, smoke_env, start_entrypoint
 
     tmp, procs = cluster_dir
