@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Literal
 
-if TYPE_CHECKING:  # attributes only: a pydantic spec or a fastspec view
+if TYPE_CHECKING:
     from launcher.spec.model import ExperimentSpec
 
 # Hydra's override grammar treats these characters specially in unquoted values; anything outside
