@@ -446,9 +446,7 @@ def test_pods_that_never_start_time_out_and_the_job_is_deleted(spec, tmp_path):
 
     fk = FakeKube(namespace="ns")
     _operator(fk, [], start=False)
-    t0 = time.monotonic()
     checks = run_smoke(fk, spec, _args(tmp_path, timeout=2))
-    assert time.monotonic() - t0 < 20
     assert len(checks) == 1 and checks[0].status == C.FAIL
     assert "never started within 2s: master-0: ErrImagePull pull access denied" in checks[0].finding
     assert ("PyTorchJob", spec.job_name) in fk.deleted
