@@ -7,7 +7,6 @@ fallback is, through the same functions (`run_node`, `allreduce_once`, `rendezvo
 from __future__ import annotations
 
 import multiprocessing as mp
-import time
 
 import pytest
 
