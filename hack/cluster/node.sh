@@ -37,7 +37,7 @@ node_vars() {
   CONTAINERD_SOCK="$NODE_DIR/containerd.sock"
   CGROUP_ROOT=/grpo-node-$1
 }
-CPU_IMAGE_ARCHIVE=${GRPO_CPU_IMAGE_ARCHIVE:-$GRPO_CACHE/images/verl-grpo-cpu.oci.tar}
+CPU_IMAGE_LAYOUT=${GRPO_CPU_IMAGE_LAYOUT:-$GRPO_CACHE/images/verl-grpo-cpu.oci}
 CPU_IMAGE_REF=${GRPO_CPU_IMAGE:-ghcr.io/grpo-launcher/verl-grpo:0.1.0-cpu}   # as hack/image/common.sh
 NODE_PKI="$KWOK_WORKDIR/clusters/$CLUSTER_NAME/pki"
 ctr_() { ctr --address "$CONTAINERD_SOCK" -n k8s.io "$@"; }   # the current node_vars' containerd
@@ -154,10 +154,10 @@ EOF
   ctr_ images import "$TOOLBOX_DIR/toolbox.oci.tar" >/dev/null
 }
 
-# The launcher's CPU image, (re)imported when `make image-cpu` wrote a different archive than the one imported.
+# The launcher's CPU image, (re)imported when `make image-cpu` wrote a different image than the one imported.
 _node_image() {
   "$HERE/../image/import.sh" "$CONTAINERD_SOCK" >&2
-  cp "$CPU_IMAGE_ARCHIVE.inputs" "$NODE_DIR/cpu-image.inputs" 2>/dev/null || true
+  cp "$CPU_IMAGE_LAYOUT.inputs" "$NODE_DIR/cpu-image.inputs" 2>/dev/null || true
 }
 
 # The pause and toolbox images are in each node's containerd: the kubelet's image garbage collector removes unused
@@ -169,9 +169,9 @@ _node_small_images_present() {
   grep -qxF "$PAUSE_IMAGE" <<<"$have" && grep -qxF "$TOOLBOX_IMAGE" <<<"$have"
 }
 
-# the CPU image is imported when the archive changed, or when the garbage collector took it
+# the CPU image is imported when the image changed, or when the garbage collector took it
 _node_cpu_image_current() {
-  cmp -s "$CPU_IMAGE_ARCHIVE.inputs" "$NODE_DIR/cpu-image.inputs" && ctr_ images ls -q 2>/dev/null | grep -qxF "$CPU_IMAGE_REF"
+  cmp -s "$CPU_IMAGE_LAYOUT.inputs" "$NODE_DIR/cpu-image.inputs" && ctr_ images ls -q 2>/dev/null | grep -qxF "$CPU_IMAGE_REF"
 }
 
 node_images_current() {
@@ -179,7 +179,7 @@ node_images_current() {
   for i in $(seq 0 $(( REAL_NODES - 1 ))); do
     node_vars "$i"
     _node_small_images_present || return 1
-    [ -f "$CPU_IMAGE_ARCHIVE.inputs" ] || continue      # nothing built: nothing to import
+    [ -f "$CPU_IMAGE_LAYOUT.inputs" ] || continue      # nothing built: nothing to import
     _node_cpu_image_current || return 1
   done
 }
@@ -202,12 +202,12 @@ _node_clone_root() {
 # _node_images_initial: before any kubelet runs: import the CPU image into node 0, clone it to the others.
 _node_images_initial() {
   local i todo=()
-  [ -f "$CPU_IMAGE_ARCHIVE" ] && [ -x "$HERE/../image/import.sh" ] || {
-    say "no CPU image archive at $CPU_IMAGE_ARCHIVE (make image-cpu): the real nodes can run no launcher pod yet"; return 0; }
+  [ -f "$CPU_IMAGE_LAYOUT/index.json" ] && [ -x "$HERE/../image/import.sh" ] || {
+    say "no CPU image at $CPU_IMAGE_LAYOUT (make image-cpu): the real nodes can run no launcher pod yet"; return 0; }
   node_vars 0
-  cmp -s "$CPU_IMAGE_ARCHIVE.inputs" "$NODE_DIR/cpu-image.inputs" || _node_image
+  cmp -s "$CPU_IMAGE_LAYOUT.inputs" "$NODE_DIR/cpu-image.inputs" || _node_image
   for i in $(seq 1 $(( REAL_NODES - 1 ))); do
-    node_vars "$i"; cmp -s "$CPU_IMAGE_ARCHIVE.inputs" "$NODE_DIR/cpu-image.inputs" || todo+=("$i")
+    node_vars "$i"; cmp -s "$CPU_IMAGE_LAYOUT.inputs" "$NODE_DIR/cpu-image.inputs" || todo+=("$i")
   done
   [ ${#todo[@]} -eq 0 ] && return 0
   say "cloning node 0's images to node(s) ${todo[*]} (hard links)"
@@ -222,7 +222,7 @@ node_images_update() {
     node_vars "$i"
     _node_small_images_present || { say "$NODE_NAME: re-importing the pause and toolbox images (garbage-collected)"
       ctr_ images import "$PAUSE_DIR/pause.oci.tar" >/dev/null; ctr_ images import "$TOOLBOX_DIR/toolbox.oci.tar" >/dev/null; }
-    [ -f "$CPU_IMAGE_ARCHIVE.inputs" ] || continue
+    [ -f "$CPU_IMAGE_LAYOUT.inputs" ] || continue
     _node_cpu_image_current || { say "$NODE_NAME: importing the CPU image"; _node_image; }
   done
 }

@@ -5,8 +5,9 @@ ROOT=$(cd "$HERE/../.." && pwd)
 GRPO_CACHE=${GRPO_CACHE:-$HOME/.cache/grpo-launcher}
 IMAGE_CACHE="$GRPO_CACHE/images"
 IMAGE_REF=${GRPO_CPU_IMAGE:-ghcr.io/grpo-launcher/verl-grpo:0.1.0-cpu}
-ARCHIVE="$IMAGE_CACHE/verl-grpo-cpu.oci.tar"
-STAMP="$ARCHIVE.inputs"                     # sha256 of every input; equal => nothing to do
+LAYOUT="$IMAGE_CACHE/verl-grpo-cpu.oci"     # an OCI image layout directory (layout.py says why not a tar)
+STAMP="$LAYOUT.inputs"                      # sha256 of every input; equal => nothing to do
+ARCHIVE_OLD="$IMAGE_CACHE/verl-grpo-cpu.oci.tar"  # what earlier versions wrote instead (removed by build.sh)
 
 # Debian base: bookworm has Python 3.11 (verl 0.9.1 wants < 3.13; no Debian suite has 3.12).
 SUITE=${GRPO_BASE_SUITE:-bookworm}

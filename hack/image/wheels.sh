@@ -21,7 +21,7 @@ PYTHON=${GRPO_WHEEL_PYTHON:-python3}
 TORCH_INDEX_URL=${TORCH_INDEX_URL:-}
 
 key=$(cd "$ROOT" && { hash_inputs requirements/verl-test.txt docker/requirements.lock docker/requirements-tracking.lock pyproject.toml \
-  hack/image/pins.py hack/image/wheels.sh docker/check_lock.py; echo "$TORCH_INDEX_URL"; } | sha256sum | cut -c1-16)
+  docker/verl-cpu/requirements-extra.in hack/image/pins.py hack/image/wheels.sh docker/check_lock.py; echo "$TORCH_INDEX_URL"; } | sha256sum | cut -c1-16)
 WH="$GRPO_CACHE/wheels/cpu-image-$key"
 if [ -f "$WH/.complete" ]; then echo "$WH"; exit 0; fi
 lock wheels

