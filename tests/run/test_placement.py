@@ -76,14 +76,16 @@ def test_summary_says_simulated_only_when_a_pod_ran_on_kwok():
     assert placement.summary(fake)["simulated"] is True
     assert placement.summary(fake)["headline"] == "simulated trainer (KWOK fake nodes; generated verl log)"
     assert "kwok-a100-0" in placement.summary(fake)["note"]
-    assert placement.summary(real) == {"simulated": False, "headline": None, "note": None, "pods": real}
+    assert placement.summary(real) == {"simulated": False, "headline": "real training", "note": None, "pods": real}
+    assert placement.summary(real, tiny_cpu=True)["headline"] == "real training (tiny model on CPU)"
+    assert placement.summary(fake, tiny_cpu=True)["headline"] == placement.SIMULATED_HEADLINE
     assert placement.summary(unknown)["simulated"] is None and placement.summary(unknown)["headline"] is None
     assert placement.summary(None)["simulated"] is None
     mixed = placement.summary({**fake, "w": {"node": "grpo-node-0", "simulated": False}})
     assert mixed["simulated"] is True and "Pod(s) w ran on real nodes" in mixed["note"]
 
 
-def _follow_and_report(tmp_path, node: dict) -> tuple[dict, str]:
+def _follow_and_report(tmp_path, node: dict, notices: list | None = None, spec: str | None = None) -> tuple[dict, str]:
     """Follow a finished simulated run on `node` with the real LogFollower, then `launcher report` it."""
     fk = FakeKube()
     fk.put(node)
@@ -91,10 +93,14 @@ def _follow_and_report(tmp_path, node: dict) -> tuple[dict, str]:
     fk.put(_placed(POD, node["metadata"]["name"], phase="Succeeded", state="terminated"))
     fk.append(POD, "pytorch", 0, [ln.rstrip("\n") for ln in simlog.generate(steps=4, seed=0)])
     run_dir = RunDir(tmp_path / JOB)
+    if spec is not None:
+        run_dir.ensure().spec.write_text(spec)
     ref = J.JobRef("pytorchjob", JOB, fk.get(J.JOB_RESOURCES["pytorchjob"], JOB))
     result: dict = {}
+    on_notice = (notices if notices is not None else []).append
     t = threading.Thread(target=lambda: result.setdefault(
-        "r", LogFollower(fk, ref, run_dir, poll_interval=0.05, read_timeout=2).run()), daemon=True)
+        "r", LogFollower(fk, ref, run_dir, poll_interval=0.05, read_timeout=2, on_notice=on_notice).run()),
+        daemon=True)
     t.start()
     t.join(20)
     assert result["r"].state.succeeded and result["r"].rows == 4
@@ -103,10 +109,14 @@ def _follow_and_report(tmp_path, node: dict) -> tuple[dict, str]:
 
 
 def test_a_run_followed_on_a_kwok_node_is_reported_as_simulated(tmp_path):
-    doc, md = _follow_and_report(tmp_path, KWOK_NODE)
+    notices: list[str] = []
+    doc, md = _follow_and_report(tmp_path, KWOK_NODE, notices)
+    assert [n for n in notices if "node kwok-a100-0" in n] == [
+        "[master-0] on KWOK fake node kwok-a100-0: Simulated trainer (KWOK fake nodes; generated verl log)"]
     assert json.loads((tmp_path / JOB / "pods.json").read_text())["pods"] == {
         POD: {"node": "kwok-a100-0", "simulated": True}}
     assert doc["execution"]["simulated"] is True
+    assert md.splitlines()[0].startswith("# Simulated — GRPO run report: ")
     first = md.split("## Config")[0]  # said before anything else, not buried in a section
     assert "> **Simulated trainer (KWOK fake nodes; generated verl log).**" in first
     assert "kwok-a100-0" in first and "simlog" in first
@@ -118,3 +128,21 @@ def test_a_run_followed_on_a_real_node_is_not_called_simulated(tmp_path):
         POD: {"node": "grpo-node-0", "simulated": False}}
     assert doc["execution"]["simulated"] is False
     assert "simulated" not in md.lower() and "kwok" not in md.lower()
+    assert md.splitlines()[0].startswith("# Real training — GRPO run report: ")
+
+
+def test_a_tiny_cpu_run_on_a_real_node_says_so_on_the_console_and_in_the_report(tmp_path):
+    notices: list[str] = []
+    spec = "name: t\nmodel: {path: 'builtin:tiny-qwen2'}\nresources: {gpus_per_node: 0}\n"
+    doc, md = _follow_and_report(tmp_path, REAL_NODE, notices, spec=spec)
+    assert "[master-0] on real node grpo-node-0: Real training (tiny model on CPU)" in notices
+    assert doc["execution"]["headline"] == "real training (tiny model on CPU)"
+    assert md.splitlines()[0].startswith("# Real training (tiny model on CPU) — GRPO run report: ")
+
+
+def test_tiny_cpu_is_a_builtin_model_on_cpu_pods():
+    cpu = {"model": {"path": "builtin:tiny-qwen2"}, "resources": {"gpus_per_node": 0}}
+    assert placement.tiny_cpu(cpu)
+    assert not placement.tiny_cpu({**cpu, "resources": {"gpus_per_node": 2}})
+    assert not placement.tiny_cpu({**cpu, "model": {"path": "Qwen/Qwen2.5-3B-Instruct"}})
+    assert not placement.tiny_cpu(None)

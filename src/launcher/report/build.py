@@ -145,7 +145,7 @@ def analyze(run: Run, warmup_steps: int = 1) -> dict:
                 validation.setdefault(k, []).append({"step": int(row["step"]), "value": v})
     doc["validation"] = validation
     # Where the pods ran: on KWOK fake nodes the figures come from a generated log (launcher.run.placement).
-    doc["execution"] = placement.summary(run.pods)
+    doc["execution"] = placement.summary(run.pods, tiny_cpu=placement.tiny_cpu(run.spec))
     doc["notes"] = notes
     doc["sections"] = {}
     return _jsonable(doc)

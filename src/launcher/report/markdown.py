@@ -112,12 +112,15 @@ def render(doc: Mapping, plots: Mapping[str, str], sections: Sequence[Any] = ())
     out: list[str] = []
     add = out.append
     run = doc.get("run", {})
-    add(f"# GRPO run report: {run.get('name', '?')}\n")
+    execution = doc.get("execution") or {}
+    what = execution.get("headline")
+    # The first line says what the figures are from: real training or a simulation (report.json `execution`).
+    lead = "Simulated — " if execution.get("simulated") else f"{what[0].upper()}{what[1:]} — " if what else ""
+    add(f"# {lead}GRPO run report: {run.get('name', '?')}\n")
     add(
         f"Run directory `{run.get('path', '?')}`; {doc['training_steps']} training step(s); "
         f"warm-up {doc['warmup_steps']} step(s). Generated from `metrics.jsonl` by `launcher report`.\n"
     )
-    execution = doc.get("execution") or {}
     if execution.get("simulated"):  # first thing a reader sees: these figures are not from training
         headline = execution["headline"]
         add(f"> **{headline[0].upper()}{headline[1:]}.** {execution['note'][0].upper()}{execution['note'][1:]}\n")

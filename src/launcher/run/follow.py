@@ -534,14 +534,28 @@ class LogFollower:
         if not started:
             self.notice(f"[{J.short_name(pod, self.ref.name)}] {phase or 'Pending'}: {J.pending_reason(pod)}")
             return
-        # where it ran (KWOK fake or real node), for the report's "simulated" note (launcher.run.placement)
-        record_node(self.kube, self.run_dir.path, pod)
+        # where it ran (KWOK fake or real node), for the report's "simulated" note (launcher.run.placement), and
+        # said on the console as the pod starts: real training or a simulation
+        entry = record_node(self.kube, self.run_dir.path, pod)
+        if entry is not None and entry["simulated"] is not None:
+            kind = "KWOK fake" if entry["simulated"] else "real"
+            what = placement.headline(entry["simulated"], tiny_cpu=placement.tiny_cpu(self._spec()))
+            self.notice(f"[{J.short_name(pod, self.ref.name)}] on {kind} node {entry['node']}: {what[0].upper()}{what[1:]}")
         self._register_log(f"{md['name']}.log")
         pf = PodFollower(self, pod, container)
         if finishing:
             pf.finish.set()
         self.followers[uid] = pf
         pf.start()
+
+    def _spec(self) -> dict | None:
+        """The run's saved spec (spec.yaml), or None when it has none or it cannot be read."""
+        import yaml
+
+        try:
+            return yaml.safe_load(self.run_dir.spec.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            return None
 
     def _register_log(self, fname: str) -> None:
         """Record a raw log's length before its follower first reads: a launcher killed in its first delivery
@@ -570,17 +584,19 @@ class LogFollower:
                 self._lock_fd = None
 
 
-def record_node(kube: Kube, run_dir: Path, pod: dict) -> None:
+def record_node(kube: Kube, run_dir: Path, pod: dict) -> dict | None:
     """Add `pod`'s node to `run_dir/pods.json` (`launcher.run.placement`), once per pod name; best effort: a
-    node that cannot be read (no `get nodes`, a cluster-scoped permission) is recorded as unknown."""
+    node that cannot be read (no `get nodes`, a cluster-scoped permission) is recorded as unknown. Returns the
+    new entry ({"node", "simulated"}), or None when the pod was recorded already or is not placed."""
     name = pod["metadata"]["name"]
     node_name = (pod.get("spec") or {}).get("nodeName")
     pods = placement.load(run_dir) or {}
     if not node_name or name in pods:
-        return
+        return None
     try:
         node = kube.get(NODE, node_name)
     except ClusterError:  # e.g. 403: the run goes on, the report says "unknown"
         node = None
     pods[name] = {"node": node_name, "simulated": None if node is None else placement.is_kwok_node(node)}
     write_atomic(Path(run_dir) / placement.PODS_FILE, json.dumps({"pods": pods}, indent=1, sort_keys=True) + "\n")
+    return pods[name]

@@ -29,6 +29,9 @@ KWOK_LABEL = ("type", "kwok")
 
 # The words the report leads with (the issue's wording, so users and tests find the same phrase).
 SIMULATED_HEADLINE = "simulated trainer (KWOK fake nodes; generated verl log)"
+REAL_HEADLINE = "real training"
+# A run on real nodes of the project's built-in tiny model on CPU pods: real in every mechanism, tiny in scale.
+REAL_CPU_HEADLINE = "real training (tiny model on CPU)"
 
 
 def is_kwok_node(node: dict) -> bool:
@@ -49,10 +52,25 @@ def load(run_dir: Path) -> dict[str, dict[str, Any]] | None:
     return {str(k): v for k, v in pods.items() if isinstance(v, dict)} if isinstance(pods, dict) else None
 
 
-def summary(pods: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
+def tiny_cpu(spec: dict | None) -> bool:
+    """True for a spec (as saved in the run directory) that trains a built-in model (`builtin:`) on CPU-only pods."""
+    spec = spec or {}
+    model, res = spec.get("model") or {}, spec.get("resources") or {}
+    return str(model.get("path", "")).startswith("builtin:") and res.get("gpus_per_node") == 0
+
+
+def headline(simulated: bool | None, *, tiny_cpu: bool = False) -> str | None:
+    """What a run is, in the words the report and the console lead with: simulated, real training (tiny model on
+    CPU when `tiny_cpu`: a built-in model on CPU-only pods), or None when the nodes are unknown."""
+    if simulated is None:
+        return None
+    return SIMULATED_HEADLINE if simulated else REAL_CPU_HEADLINE if tiny_cpu else REAL_HEADLINE
+
+
+def summary(pods: dict[str, dict[str, Any]] | None, *, tiny_cpu: bool = False) -> dict[str, Any]:
     """The report's `execution` block: `simulated` is True when any pod ran on a KWOK node, False when
     every recorded pod ran on a real node, None when nothing (or only unknown nodes) was recorded;
-    `headline` is `SIMULATED_HEADLINE` when simulated; `note` says which pods ran where."""
+    `headline` (`headline()`) says which; `note` says which pods ran where."""
     pods = pods or {}
     fake = sorted(p for p, v in pods.items() if v.get("simulated") is True)
     real = sorted(p for p, v in pods.items() if v.get("simulated") is False)
@@ -72,4 +90,4 @@ def summary(pods: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
             note += f" Pod(s) {', '.join(real)} ran on real nodes."
     elif unknown:
         note = f"node kind unknown for pod(s) {', '.join(unknown)} (the node could not be read)"
-    return {"simulated": simulated, "headline": SIMULATED_HEADLINE if fake else None, "note": note, "pods": pods}
+    return {"simulated": simulated, "headline": headline(simulated, tiny_cpu=tiny_cpu), "note": note, "pods": pods}
