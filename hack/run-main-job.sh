@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# `make run`: run an experiment (default configs/grpo-exp3.yaml) end to end and write its report.
+# `make run`: run an experiment end to end and write its report.
 #
-# - KUBECONFIG set: submit to that cluster, follow the logs to the end, write runs/<job>/report.md.
-# - KUBECONFIG unset: build (first time) and start the embedded local control plane (hack/cluster),
-#   then do the same there. Its nodes are KWOK fakes: no container runs, so the trainer pod "prints"
-#   a realistic verl GRPO log (hack/simlog.py) served through the pod-logs API as it grows, and the
-#   pod completes when that log ends. Everything else — API server, scheduler, training-operator,
-#   the launcher's submit/follow/metrics/report — is real.
+# - KUBECONFIG set: submit CONFIG (default configs/grpo-exp3.yaml) to that cluster, follow the logs to the end,
+#   write runs/<job>/report.md.
+# - KUBECONFIG unset, and this machine can run the real node (root, writable cgroups; see real_node_reason):
+#   REAL TRAINING. Build what the main job needs (control plane, real node, CPU image: nothing else), start the
+#   embedded cluster with its real node and run CONFIG (default configs/grpo-exp3-cpu.yaml: verl's GRPO trainer,
+#   for real, on a tiny random model on CPU) to the end: real verl lines, metrics, report with plots.
+# - KUBECONFIG unset and no real node possible: SIMULATED. The KWOK fake nodes run nothing, so the trainer pod
+#   "prints" a realistic verl GRPO log (hack/simlog.py) served through the pod-logs API as it grows, and the
+#   pod completes when that log ends. Everything else — API server, scheduler, training-operator, the launcher's
+#   submit/follow/metrics/report — is real. GRPO_RUN_MODE=simulated chooses this path on purpose.
 #
 # `hack/run-main-job.sh --check-prereqs` only checks what must already be installed (see check_prereqs) and
 # exits 0, or 2 naming each missing piece and how to get it; `make run` calls it before it installs anything.
@@ -57,22 +61,55 @@ if [ "${1:-}" = --check-prereqs ]; then
   exit 0
 fi
 check_prereqs
-CONFIG=${1:-configs/grpo-exp3.yaml}
 VPY=${VPY:-$ROOT/.venv/bin/python}
 L() { "$VPY" -m launcher "$@"; }
+job_of() { L validate "$@" | sed -n 's/.* -> [a-z]* \([a-z0-9-]*\) in namespace .*/\1/p'; }
+ns_of() { L validate "$@" | sed -n 's/.* in namespace \([a-z0-9-]*\):.*/\1/p'; }
 
 if [ -n "${KUBECONFIG:-}" ]; then
+  CONFIG=${1:-configs/grpo-exp3.yaml}
   echo "== submitting $CONFIG to the cluster in KUBECONFIG=$KUBECONFIG"
-  job=$(L validate "$CONFIG" | sed -n 's/.* -> [a-z]* \([a-z0-9-]*\) in namespace .*/\1/p')
+  job=$(job_of "$CONFIG")
   L submit "$CONFIG" --follow
   L report "runs/$job"
   exit 0
 fi
 
+# Why this machine cannot run the real node (empty: it can). The node runs containerd, runc and a kubelet as root,
+# with cgroups of its own (hack/cluster/node.sh; shared/notes/real-node.md).
+real_node_reason() {
+  [ "$(id -u)" = 0 ] || { echo "not root (the real node's containerd and kubelet run as root)"; return; }
+  [ -w /sys/fs/cgroup ] || [ -w /sys/fs/cgroup/cpu ] || { echo "/sys/fs/cgroup is not writable (no cgroups for the node's pods)"; return; }
+  command -v apt-get >/dev/null || command -v containerd >/dev/null || { echo "no containerd and no apt-get to install it"; return; }
+}
+reason=$(real_node_reason)
+[ "${GRPO_RUN_MODE:-auto}" != simulated ] || reason="GRPO_RUN_MODE=simulated"
+export KUBECONFIG
+
+if [ -z "$reason" ]; then
+  CONFIG=${1:-configs/grpo-exp3-cpu.yaml}
+  echo "== Real training (tiny model on CPU): $CONFIG runs verl's GRPO trainer for real on the embedded cluster's real node"
+  echo "   (a tiny random Qwen2 on CPU: real in every mechanism, not comparable to grpo-exp3's GPU numbers)"
+  # What the main job needs, built at once: the control plane and the real node (Go, CPU-bound) beside the CPU image
+  # (mostly downloads and unpacking). Kueue, Trainer v2 and Flux are not built.
+  make -s -j3 --output-sync=target cluster-build node-build image-cpu tools
+  KUBECONFIG=$(GRPO_REAL_NODE=1 make -s cluster-up | tail -1)
+  job=$(job_of "$CONFIG"); ns=$(ns_of "$CONFIG")
+  # A rerun starts over rather than attaching to the finished run.
+  L delete "$job" -n "$ns" >/dev/null 2>&1 || true
+  rm -rf "runs/$job"
+  L submit "$CONFIG" --follow
+  L report "runs/$job"
+  echo "== report: runs/$job/report.md"
+  exit 0
+fi
+
+CONFIG=${1:-configs/grpo-exp3.yaml}
+echo "== SIMULATED run: this machine cannot run the real node ($reason)."
+echo "   The trainer's log is generated (hack/simlog.py) on a KWOK fake node; every figure in the report is simulated."
 echo "== no KUBECONFIG: using the embedded local control plane (hack/cluster/README.md)"
 make -s cluster-build tools
-export KUBECONFIG
-KUBECONFIG=$(make -s cluster-up | tail -1)
+KUBECONFIG=$(GRPO_REAL_NODE=0 make -s cluster-up | tail -1)
 HERE=$ROOT/hack/cluster source hack/cluster/common.sh   # KUBECTL, SERVED_LOGS, k()
 export PATH="$(dirname "$KUBECTL"):$PATH"
 
@@ -81,8 +118,8 @@ PACE=${GRPO_DEMO_STEP_SECONDS:-2}
 # The fake pod completes a little after its simulated log ends.
 DELAY=$(( STEPS * PACE + 20 ))s
 SETS=(--set "scheduling.pod_annotations={\"pod-complete.stage.kwok.x-k8s.io/delay\": \"$DELAY\"}")
-job=$(L validate "$CONFIG" "${SETS[@]}" | sed -n 's/.* -> [a-z]* \([a-z0-9-]*\) in namespace .*/\1/p')
-ns=$(L validate "$CONFIG" "${SETS[@]}" | sed -n 's/.* in namespace \([a-z0-9-]*\):.*/\1/p')
+job=$(job_of "$CONFIG" "${SETS[@]}")
+ns=$(ns_of "$CONFIG" "${SETS[@]}")
 
 # A rerun of the demo starts over rather than attaching to the finished run.
 if k get pytorchjob "$job" -n "$ns" >/dev/null 2>&1 || k get rayjob "$job" -n "$ns" >/dev/null 2>&1; then
