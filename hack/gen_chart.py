@@ -46,11 +46,14 @@ from launcher import __version__  # noqa: E402
 
 from launcher.render import manifests as R  # noqa: E402
 from launcher.spec import canonical  # noqa: E402
+from launcher.spec import contract as C  # noqa: E402
 from launcher.spec import gpu as G  # noqa: E402
 from launcher.spec import model as S  # noqa: E402
 from launcher.spec import names as L  # noqa: E402
 from launcher.spec.gpu import GPU_PRODUCTS  # noqa: E402
+from launcher.spec.derived import OMITTED_WHILE_DEFAULT  # noqa: E402
 from launcher.spec.load import load_spec  # noqa: E402
+from launcher.spec.verl import CPU_RAY_MIN_CPUS  # noqa: E402
 
 CHART_NAME = "grpo-exp3"
 # The project's repository (the images' org.opencontainers.image.source, docker/Dockerfile*).
@@ -494,12 +497,27 @@ def constants() -> dict:
         # env: may not override these (spec.RESERVED_ENV, spec.RESERVED_ENV_PREFIX)
         "reservedEnv": sorted(L.RESERVED_ENV),
         "reservedEnvPrefix": L.RESERVED_ENV_PREFIX,
+        # CPU training (spec.cpu_training): the RayJob workers' logical CPUs (render._worker_start_params), the
+        # image tag convention and the built-in models (spec.rules._cpu_training_problems, _model_problems)
+        "cpuRayMinCpus": CPU_RAY_MIN_CPUS,
+        "cpuImageTagSuffix": C.CPU_IMAGE_TAG_SUFFIX,
+        "cpuImageExample": C.CPU_IMAGE_EXAMPLE,
+        "builtinPrefix": C.BUILTIN_PREFIX,
+        "builtinModels": sorted(C.BUILTIN_MODELS),
     }
 
 
 def generated_tpl() -> str:
     pre: list[str] = ["{{- $v := .Values -}}"]
     expr = _spec_builder(S.ExperimentSpec, "$v", "s", pre)
+    pre.append(f"{{{{- $spec := {expr} -}}}}")
+    # ExperimentDerived.canonical_data: a section added after configs were hashed is left out while at its default
+    for name in OMITTED_WHILE_DEFAULT:
+        default = canonical.dumps(S.ExperimentSpec.model_fields[name].get_default(call_default_factory=True)
+                                  .model_dump(mode="json"))
+        pre.append(f"{{{{- if eq (index $spec {json.dumps(name)} | toJson) {json.dumps(default)} -}}}}"
+                   f"{{{{- $_ := unset $spec {json.dumps(name)} -}}}}{{{{- end -}}}}")
+    expr = "$spec"
     body = "\n".join(pre)
     consts = canonical.dumps(constants())
     return (
@@ -507,7 +525,8 @@ def generated_tpl() -> str:
         f"     do not edit, run `{REGEN}`. */}}}}\n\n"
         "{{/*\n"
         "The experiment spec as compact canonical JSON: every key of ExperimentSpec rebuilt from .Values\n"
-        "(a key Helm dropped because it was overridden with null comes back as null), serialised by\n"
+        "(a key Helm dropped because it was overridden with null comes back as null; a section of\n"
+        "OMITTED_WHILE_DEFAULT left out while at its default, as ExperimentDerived.canonical_data), serialised by\n"
         "Go's encoding/json exactly as launcher.spec.canonical.dumps does in Python. Its sha256 is the\n"
         "config hash in the job name; its indented form is the ConfigMap's spec.yaml.\n"
         "*/}}\n"

@@ -15,7 +15,8 @@ CHART_LINT_MATRIX := \
   "--set storage.create=true --set storage.claim_name=grpo-data --set storage.access_mode=ReadWriteMany --set resources.nodes=2" \
   "--set scheduling.tolerations[0].key=nvidia.com/gpu --set scheduling.tolerations[0].operator=Exists --set scheduling.tolerations[0].effect=NoSchedule" \
   "--set run_policy.ttl_seconds_after_finished=3600 --set run_policy.active_deadline_seconds=86400" \
-  "--set workload=smoke --set resources.gpus_per_node=0 --set backend=rayjob --set resources.nodes=2"
+  "--set workload=smoke --set resources.gpus_per_node=0 --set backend=rayjob --set resources.nodes=2" \
+  "--set resources.gpus_per_node=0 --set image=ghcr.io/grpo-launcher/verl-grpo:0.1.0-cpu --set actor.strategy=fsdp2 --set actor.use_remove_padding=false --set model.path=builtin:tiny-qwen2 --set reward.function.path=pkg://grpo_verl_cpu.reward --set backend=rayjob"
 
 .PHONY: chart chart-check chart-lint manifests manifests-check
 

@@ -228,8 +228,32 @@ def test_schema_refuses_bad_values(args, message):
          'values.scheduling.namespace must be null (the release namespace) or equal the release namespace "default" '
          '(helm --namespace; the objects are created in scheduling.namespace), got "other"'),
         (["--set", "resources.gpus_per_node=0"],
-         "values.resources.gpus_per_node must be at least 1 for workload grpo (verl's GRPO trainer with a vLLM "
-         "rollout needs GPUs; 0, a CPU-only pod, is allowed only with workload smoke), got 0"),
+         "values.resources.gpus_per_node must be at least 1 for workload grpo with image "
+         "ghcr.io/grpo-launcher/verl-grpo:0.1.0 (0, CPU-only pods, needs an image carrying the verl CPU platform, "
+         "whose tag ends in -cpu, e.g. ghcr.io/grpo-launcher/verl-grpo:0.1.0-cpu; or workload smoke), got 0"),
+        (["--set", "resources.gpus_per_node=0", "--set", "image=ghcr.io/grpo-launcher/verl-grpo:0.1.0-cpu"],
+         'values.actor.strategy must be fsdp2 on CPU-only pods (resources.gpus_per_node 0: verl\'s FSDP1 refuses CPU '
+         'parameters), got "fsdp"'),
+        (["--set", "resources.gpus_per_node=0", "--set", "image=reg:5000/verl-grpo:0.1.0-cpu@sha256:" + "a" * 64,
+          "--set", "actor.strategy=fsdp2", "--set", "rollout.tensor_parallel_size=2"],
+         "values.actor.use_remove_padding must be false on CPU-only pods (resources.gpus_per_node 0: removing "
+         "padding needs flash-attn's GPU kernels), got true"),
+        (["--set", "resources.gpus_per_node=0", "--set", "image=ghcr.io/grpo-launcher/verl-grpo:0.1.0-cpu",
+          "--set", "actor.strategy=fsdp2", "--set", "actor.use_remove_padding=false",
+          "--set", "rollout.tensor_parallel_size=2"],
+         "values.rollout.tensor_parallel_size must be 1 on CPU-only pods (resources.gpus_per_node 0: one vLLM CPU "
+         "engine per pod), got 2"),
+        (["--set", "model.path=builtin:tiny-llama"],
+         'values.model.path must be a known built-in model (builtin:tiny-qwen2), a hub id or a path inside the pod, '
+         'got "builtin:tiny-llama"'),
+        (["--set", "model.path=builtin:tiny-qwen2"],
+         "values.model.path must be a model image ghcr.io/grpo-launcher/verl-grpo:0.1.0 carries (builtin:tiny-qwen2 "
+         "is in the CPU image, whose tag ends in -cpu, e.g. ghcr.io/grpo-launcher/verl-grpo:0.1.0-cpu), a hub id or "
+         'a path inside the pod, got "builtin:tiny-qwen2"'),
+        (["--set", "model.path=builtin:tiny-qwen2", "--set", "image=ghcr.io/grpo-launcher/verl-grpo:0.1.0-cpu",
+          "--set", "model.local_dir=/models/x"],
+         'values.model.local_dir must be null with a built-in model (builtin:tiny-qwen2 is already in the image), '
+         'got "/models/x"'),
         (["--set", "workload=smoke", "--set", "resources.gpus_per_node=0", "--set", "resources.nodes=3"],
          "values.data.train_batch_size must make train_batch_size × rollout.n divisible by the GPU count 3 "
          "(resources.nodes 3 × resources.gpus_per_node 0, a CPU pod counts as 1); 8 × 2 = 16, got 8"),
@@ -250,7 +274,9 @@ def test_schema_refuses_bad_values(args, message):
          'values.run_policy.clean_pod_policy must be None for backend trainjob (JobSet has no clean-pod policy'),
     ],
     ids=["batch-vs-gpus", "mini-gt-batch", "micro", "log-prob-micro", "tp", "name-length", "gpu-type", "pvc-no-claim",
-         "wandb-no-key", "resume-no-path", "namespace-mismatch", "grpo-needs-gpus", "cpu-pod-counts-as-one",
+         "wandb-no-key", "resume-no-path", "namespace-mismatch", "grpo-needs-gpus", "cpu-grpo-fsdp2",
+         "cpu-grpo-remove-padding-digest-ref", "cpu-grpo-tp", "builtin-unknown", "builtin-needs-cpu-image",
+         "builtin-no-local-dir", "cpu-pod-counts-as-one",
          "mlflow-no-uri", "env-reserved", "env-launcher-prefix", "env-no-source", "tb-dir-off-volume", "tb-server-no-claim",
          "trainjob-digit-name", "trainjob-clean-pod-policy"],
 )
@@ -342,6 +368,49 @@ def test_chart_trainjob_rules_agree_with_check_rules(sets, fields):
     # env problems name the item (launcher `env[0].name`, chart `values.env[0].name`): compare the section
     launcher = {"env" if f.startswith("env[") else f for f in launcher}
     chart = set(re.findall(r"^  - values\.([a-z_.]+?)(?:\[\d+\]\.name)? must", proc.stderr, re.M))
+    assert launcher == fields and chart == fields, proc.stderr
+    assert (proc.returncode != 0) == bool(fields), proc.stderr
+
+
+CPU_IMAGE = "ghcr.io/grpo-launcher/verl-grpo:0.1.0-cpu"
+CPU_OK = {"resources.gpus_per_node": 0, "image": CPU_IMAGE, "actor.strategy": "fsdp2", "actor.use_remove_padding": False}
+
+
+@pytest.mark.parametrize("sets,fields", [
+    (CPU_OK, set()),
+    ({**CPU_OK, "model.path": "builtin:tiny-qwen2", "resources.nodes": 2, "backend": "rayjob"}, set()),
+    ({**CPU_OK, "image": "ghcr.io/grpo-launcher/verl-grpo:0.1.0"}, {"resources.gpus_per_node"}),
+    ({**CPU_OK, "image": "localhost:5000/verl-cpu"}, {"resources.gpus_per_node"}),  # the port is no tag
+    ({**CPU_OK, "image": "r.io/verl:0.1.0-cpu@sha256:" + "0" * 64}, set()),  # relaunch-style digest after the tag
+    ({**CPU_OK, "actor.strategy": "fsdp", "actor.use_remove_padding": True, "rollout.tensor_parallel_size": 2},
+     {"actor.strategy", "actor.use_remove_padding", "rollout.tensor_parallel_size"}),
+    ({"resources.gpus_per_node": 0, "workload": "smoke"}, set()),  # smoke: any image, any strategy
+    ({"model.path": "builtin:tiny-qwen2"}, {"model.path"}),  # not in the GPU image
+    ({"model.path": "builtin:other", "image": CPU_IMAGE}, {"model.path"}),
+    ({"model.path": "builtin:tiny-qwen2", "image": CPU_IMAGE, "model.local_dir": "/m"}, {"model.local_dir"}),
+    ({"model.path": "builtin:tiny-qwen2", "image": CPU_IMAGE}, set()),  # GPU pods, CPU image: the rules allow it
+], ids=["cpu-ok", "cpu-builtin-rayjob-2", "gpu-image", "port-no-tag", "digest", "cpu-settings", "smoke",
+        "builtin-gpu-image", "builtin-unknown", "builtin-local-dir", "builtin-cpu-image-gpus"])
+def test_chart_cpu_training_rules_agree_with_check_rules(sets, fields):
+    """CPU training and built-in models (spec._cpu_training_problems, _model_problems): the chart refuses the
+    launcher's fields, and accepts what it accepts."""
+    require_helm()
+    raw = load_raw(ROOT / "configs" / "grpo-exp3.yaml")
+    args = []
+    for dotted, value in sets.items():
+        node = raw
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+        args += ["--set-json", f"{dotted}={json.dumps(value)}"]
+    try:
+        spec_from_raw(raw)
+        launcher = set()
+    except BadInput as exc:
+        launcher = {line.split(":")[0].strip("- ").strip() for line in str(exc).splitlines() if line.startswith("  - ")}
+    proc = helm("template", "grpo-exp3", str(CHART), *args, check=False)
+    chart = set(re.findall(r"^  - values\.([a-z_.]+) must", proc.stderr, re.M))
     assert launcher == fields and chart == fields, proc.stderr
     assert (proc.returncode != 0) == bool(fields), proc.stderr
 

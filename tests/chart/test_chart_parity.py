@@ -51,6 +51,7 @@ EVERYTHING = {
     "secrets": {"hf_token": {"name": "hf", "key": "token"}, "wandb_api_key": {"name": "wb", "key": "k"},
                 "image_pull_secrets": ["regcred"]},
     "trainer": {"logger": ["console", "wandb"], "save_freq": 5, "max_actor_ckpt_to_keep": 2},
+    "reward": {"function": {"path": "pkg://my_rewards.gsm8k_v2"}},  # name left to its default
     "security": {"extra_capabilities": ["SYS_PTRACE"]},
     "tracking": {
         "mlflow": {"enabled": True, "tracking_uri": "https://mlflow.team-a.svc:5000/prefix", "experiment": "grpo runs",
@@ -89,6 +90,20 @@ def test_parity_on_cpu_only_smoke_pods(nodes, backend, tmp_path):
     values = values_file(tmp_path, config, sets=sets, backend=backend)
     launcher = launcher_objects(config, sets=sets, backend=backend)
     assert "nvidia.com/gpu" not in yaml.safe_dump(launcher[-1])  # the job (the ConfigMap holds the spec)
+    assert_same_objects(launcher, helm_objects("-f", str(values)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_parity_on_cpu_training(nodes, backend, tmp_path):
+    """configs/grpo-exp3-cpu.yaml: verl's trainer on CPU-only pods (a RayJob's workers declare one logical GPU),
+    its reward function carried in the spec and so in the hash."""
+    config = ROOT / "configs" / "grpo-exp3-cpu.yaml"
+    sets = [f"resources.nodes={nodes}"]
+    values = values_file(tmp_path, config, sets=sets, backend=backend)
+    launcher = launcher_objects(config, sets=sets, backend=backend)
+    assert "nvidia.com/gpu" not in yaml.safe_dump(launcher[-1])
+    assert '"function": {' in launcher[0]["data"]["spec.yaml"]
     assert_same_objects(launcher, helm_objects("-f", str(values)))
 
 

@@ -106,3 +106,38 @@ def test_smoke_workload_on_gpu_pods_keeps_the_gpu_limit():
     job = render(load_spec(EXP3, ["workload=smoke"]))[-1]
     limits = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert limits["nvidia.com/gpu"] == 2
+
+
+# --------------------------------------------------------------------------------------------------
+# CPU training (workload grpo on CPU-only pods): configs/grpo-exp3-cpu.yaml
+
+EXP3_CPU = REPO / "configs" / "grpo-exp3-cpu.yaml"
+
+
+@pytest.mark.parametrize("backend", ["pytorchjob", "rayjob", "trainjob"])
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_cpu_training_pods_are_cpu_pods_on_the_real_nodes(backend, nodes):
+    objects = render(load_spec(EXP3_CPU, [f"resources.nodes={nodes}"], backend))
+    for obj in objects:
+        assert schema_errors(obj) == [], obj["kind"]
+    job = objects[-1]
+    assert "nvidia.com/gpu" not in to_yaml(objects[-1:])
+    pods = (_pod_templates(job) if job["kind"] != "TrainJob"
+            else [objects[-2]["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]])
+    for t in pods:
+        assert t["spec"]["nodeSelector"] == REAL_NODE and t["spec"]["tolerations"] == [REAL_TAINT]
+        assert t["spec"]["containers"][0]["image"] == "ghcr.io/grpo-launcher/verl-grpo:0.1.0-cpu"
+    worker = pods[-1]["spec"]["containers"][0]["resources"]["limits"]
+    assert worker == {"cpu": "1500m", "memory": "12Gi"}
+
+
+def test_cpu_training_rayjob_workers_declare_one_logical_gpu():
+    """KubeRay starts the workers' raylets: one logical GPU for verl's resource pools, 16 CPUs for TransferQueue."""
+    cluster = render(load_spec(EXP3_CPU, [], "rayjob"))[-1]["spec"]["rayClusterSpec"]
+    assert cluster["workerGroupSpecs"][0]["rayStartParams"] == {"num-cpus": "16", "num-gpus": "1"}
+    assert cluster["headGroupSpec"]["rayStartParams"]["num-gpus"] == "0"  # the head still runs only the driver
+    # the smoke workload on the same pods trains nothing: KubeRay's own defaults
+    smoke = render(load_spec(EXP3_CPU, ["workload=smoke"], "rayjob"))[-1]["spec"]["rayClusterSpec"]
+    assert smoke["workerGroupSpecs"][0]["rayStartParams"] == {}
+    gpu = render(load_spec(EXP3, [], "rayjob"))[-1]["spec"]["rayClusterSpec"]
+    assert gpu["workerGroupSpecs"][0]["rayStartParams"] == {}

@@ -1,6 +1,7 @@
 {{/*
 Cross-field rules that values.schema.json cannot express: the Helm mirror of spec.check_rules
-(verl's batch arithmetic, name length, GPU type, GPUs for workload grpo, resume/wandb/storage consistency,
+(verl's batch arithmetic, name length, GPU type, CPU training's image and settings, built-in models,
+resume/wandb/storage consistency,
 backend trainjob's name and clean-pod policy), and with
 eval.enabled the refusals of `launcher eval` (commands/eval.plan). All problems
 are reported at once, one line each, as `values.<key> must be ..., got <value>`.
@@ -27,8 +28,42 @@ namespace with objects in another confuses `helm list`/`helm uninstall`/`helm te
 {{- if gt (len $v.name) (int $c.nameMax) -}}
 {{- $errs = append $errs (printf "values.name must be at most %v characters (the job name adds '-<%v-char config hash>' and must stay within %v), got %q (%d characters)" $c.nameMax $c.hashLen $c.jobNameMax $v.name (len $v.name)) -}}
 {{- end -}}
-{{- if and (eq $gpus 0) (eq $v.workload "grpo") -}}
-{{- $errs = append $errs "values.resources.gpus_per_node must be at least 1 for workload grpo (verl's GRPO trainer with a vLLM rollout needs GPUs; 0, a CPU-only pod, is allowed only with workload smoke), got 0" -}}
+{{- /* the image tag (contract.image_tag): after the last "/", before any "@digest"; CPU images end in cpuImageTagSuffix */ -}}
+{{- $imageName := splitList "/" (first (splitList "@" $v.image)) | last -}}
+{{- $cpuImage := and (contains ":" $imageName) (hasSuffix $c.cpuImageTagSuffix (splitList ":" $imageName | last)) -}}
+{{- $cpuTraining := and (eq $gpus 0) (eq $v.workload "grpo") -}}
+{{- if $cpuTraining -}}
+{{- /* spec.rules._cpu_training_problems */ -}}
+{{- if not $cpuImage -}}
+{{- $errs = append $errs (printf "values.resources.gpus_per_node must be at least 1 for workload grpo with image %s (0, CPU-only pods, needs an image carrying the verl CPU platform, whose tag ends in %s, e.g. %s; or workload smoke), got 0" $v.image $c.cpuImageTagSuffix $c.cpuImageExample) -}}
+{{- end -}}
+{{- if ne $v.actor.strategy "fsdp2" -}}
+{{- $errs = append $errs (printf "values.actor.strategy must be fsdp2 on CPU-only pods (resources.gpus_per_node 0: verl's FSDP1 refuses CPU parameters), got %q" $v.actor.strategy) -}}
+{{- end -}}
+{{- if $v.actor.use_remove_padding -}}
+{{- $errs = append $errs "values.actor.use_remove_padding must be false on CPU-only pods (resources.gpus_per_node 0: removing padding needs flash-attn's GPU kernels), got true" -}}
+{{- end -}}
+{{- if ne $v.rollout.name "vllm" -}}
+{{- $errs = append $errs (printf "values.rollout.name must be vllm on CPU-only pods (resources.gpus_per_node 0: the image carries vLLM's CPU build), got %q" $v.rollout.name) -}}
+{{- end -}}
+{{- if ne $tp 1 -}}
+{{- $errs = append $errs (printf "values.rollout.tensor_parallel_size must be 1 on CPU-only pods (resources.gpus_per_node 0: one vLLM CPU engine per pod), got %d" $tp) -}}
+{{- end -}}
+{{- end -}}
+{{- /* spec.rules._model_problems: a builtin: model is one the contract knows, in the CPU image, without local_dir */ -}}
+{{- if hasPrefix $c.builtinPrefix $v.model.path -}}
+{{- $known := list -}}
+{{- range $c.builtinModels -}}{{- $known = append $known (printf "%s%s" $c.builtinPrefix .) -}}{{- end -}}
+{{- if not (has (trimPrefix $c.builtinPrefix $v.model.path) $c.builtinModels) -}}
+{{- $errs = append $errs (printf "values.model.path must be a known built-in model (%s), a hub id or a path inside the pod, got %q" (join ", " $known) $v.model.path) -}}
+{{- else -}}
+{{- if not $cpuImage -}}
+{{- $errs = append $errs (printf "values.model.path must be a model image %s carries (%s is in the CPU image, whose tag ends in %s, e.g. %s), a hub id or a path inside the pod, got %q" $v.image $v.model.path $c.cpuImageTagSuffix $c.cpuImageExample $v.model.path) -}}
+{{- end -}}
+{{- if not (kindIs "invalid" $v.model.local_dir) -}}
+{{- $errs = append $errs (printf "values.model.local_dir must be null with a built-in model (%s is already in the image), got %q" $v.model.path $v.model.local_dir) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- if not (kindIs "invalid" $res.gpu_type) -}}
 {{- if not (hasKey $c.gpuProducts $res.gpu_type) -}}
@@ -67,7 +102,7 @@ namespace with objects in another confuses `helm list`/`helm uninstall`/`helm te
 {{- $errs = append $errs (printf "values.rollout.log_prob_micro_batch_size_per_gpu must be a divisor of the per-GPU log-prob batch (train_batch_size × rollout.n padded to a multiple of lcm(GPUs, ppo_mini_batch_size × rollout.n), / GPUs) = %d, got %d" $perGpu $lpMicro) -}}
 {{- end -}}
 {{- end -}}
-{{- if or (gt $tp $gpn) (and (gt $tp 0) (mod $gpn $tp)) -}}
+{{- if and (not $cpuTraining) (or (gt $tp $gpn) (and (gt $tp 0) (mod $gpn $tp))) -}}
 {{- $errs = append $errs (printf "values.rollout.tensor_parallel_size must be a divisor of resources.gpus_per_node (%d): tensor parallelism stays within a node, got %d" $gpn $tp) -}}
 {{- end -}}
 {{- $tr := $v.trainer -}}

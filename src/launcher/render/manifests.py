@@ -22,6 +22,7 @@ from launcher.spec import names as L
 from launcher.spec import canonical
 from launcher.spec.contract import START_OVER_ENV
 from launcher.spec import gpu as gpu_select
+from launcher.spec.verl import CPU_RAY_MIN_CPUS
 
 if TYPE_CHECKING:
     from launcher.spec.model import ExperimentSpec
@@ -428,6 +429,15 @@ def _pod_parts(
     )
 
 
+def _worker_start_params(spec: ExperimentSpec) -> dict[str, str]:
+    """KubeRay's `ray start` parameters of the RayJob's worker pods: its own (GPUs from the container's limit) for
+    GPU pods; for CPU training one logical GPU (verl's resource pools ask Ray for "GPU") and CPU_RAY_MIN_CPUS
+    logical CPUs (TransferQueue's actors), as verl's own `ray.init` and the multi-node `ray start` declare."""
+    if not spec.cpu_training:
+        return {}
+    return {"num-cpus": str(CPU_RAY_MIN_CPUS), "num-gpus": str(spec.ray_gpus_per_node)}
+
+
 def _submitter_parts(spec: ExperimentSpec, head: PodParts) -> PodParts:
     """KubeRay's `ray job submit` pod, from the head's parts: small, no data, no GPU."""
     keep = {"tmp", "home"}
@@ -459,7 +469,7 @@ def spec_document(spec: ExperimentSpec) -> str:
     there and Helm can only write it with `toPrettyJson`; readers parse it as YAML unchanged
     (`canonical.yaml_document` escapes what YAML would refuse).
     """
-    return canonical.yaml_document(spec.model_dump(mode="json"))
+    return canonical.yaml_document(spec.canonical_data())
 
 
 def pytorchjob_restart_policy(spec: ExperimentSpec) -> str:
@@ -547,7 +557,7 @@ def render(spec: ExperimentSpec, *, component: Component = "trainer", gitops: bo
             ray_version=RAY_VERSION,
             # The head runs only the driver: no GPU work may be placed on it.
             head_start_params={"dashboard-host": "0.0.0.0", "num-gpus": "0"},
-            worker_start_params={},
+            worker_start_params=_worker_start_params(spec),
             head_pod=head_pod,
             gpu_pod=gpu_pod,
             submitter_pod=_submitter_parts(spec, head_pod),

@@ -1,5 +1,6 @@
-"""The contract between the launcher and its pods: environment names and the marker lines the entrypoint
-prints for the launcher to read back from the pod log.
+"""The contract between the launcher and its pods: what the CPU image carries (its tag convention, the verl CPU
+platform, the built-in models a spec names as `builtin:<name>`), environment names, and the marker lines the
+entrypoint prints for the launcher to read back from the pod log.
 
 Both sides import this module (the entrypoint in the pod, the launcher's follower and report), so the text
 one writes is the text the other parses. Pure: no Kubernetes, no verl.
@@ -19,7 +20,73 @@ import json
 import re
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
+
+# --------------------------------------------------------------------------------------------------
+# The CPU image (docker/Dockerfile.cpu): what it carries for verl's real GRPO trainer on CPU-only pods
+# (docker/verl-cpu/README.md), and how a spec names it.
+
+# An image carries the verl CPU platform when its tag ends in this (ghcr.io/grpo-launcher/verl-grpo:0.1.0-cpu).
+CPU_IMAGE_TAG_SUFFIX = "-cpu"
+CPU_IMAGE_EXAMPLE = "ghcr.io/grpo-launcher/verl-grpo:0.1.0-cpu"
+# verl imports the modules named in VERL_USE_EXTERNAL_MODULES in every process that imports verl; this one
+# registers the `cpu` platform that VERL_PLATFORM selects (docker/verl-cpu/grpo_verl_cpu/platform.py).
+CPU_PLATFORM_MODULE = "grpo_verl_cpu.platform"
+CPU_PLATFORM = "cpu"
+# The image's virtual environment (its VIRTUAL_ENV); Intel OpenMP for vLLM's CPU kernels lives in its lib/.
+DEFAULT_VENV = "/opt/venv"
+IOMP_LIBRARY = "lib/libiomp5.so"
+
+
+def image_tag(image: str) -> str | None:
+    """The tag of an image reference (`repo[:port]/name:tag[@digest]`), or None when it has none."""
+    name = image.split("@", 1)[0].rsplit("/", 1)[-1]
+    return name.split(":", 1)[1] if ":" in name else None
+
+
+def is_cpu_image(image: str) -> bool:
+    """True for an image that carries the verl CPU platform: by convention its tag ends in `-cpu`."""
+    return (image_tag(image) or "").endswith(CPU_IMAGE_TAG_SUFFIX)
+
+
+class BuiltinModel(NamedTuple):
+    """A model an image carries, addressed in a spec as `model.path: builtin:<name>`."""
+
+    path: str  # the model directory inside the image
+    description: str  # what it is, in words (`launcher validate`, the run report)
+
+
+BUILTIN_PREFIX = "builtin:"
+# Built at image build time by `python -m grpo_verl_cpu.tiny_model OUT --seed 0`
+# (docker/verl-cpu/grpo_verl_cpu/tiny_model.py): Qwen2ForCausalLM, hidden 128, 2 layers, 481-token BPE,
+# random weights. Real in every mechanism of a verl run; its scores say nothing about GSM8K.
+BUILTIN_MODELS: dict[str, BuiltinModel] = {
+    "tiny-qwen2": BuiltinModel(
+        "/opt/grpo-launcher/models/tiny-qwen2",
+        "tiny random Qwen2, 357,632 parameters, in the CPU image; test model, not Qwen2.5",
+    ),
+}
+
+
+def builtin_name(path: str) -> str | None:
+    """`tiny-qwen2` for `builtin:tiny-qwen2`; None for anything that is not a `builtin:` address."""
+    return path[len(BUILTIN_PREFIX):] if path.startswith(BUILTIN_PREFIX) else None
+
+
+def builtin_model(path: str) -> BuiltinModel | None:
+    """The built-in model `path` names (`builtin:<name>`), or None (not a builtin address, or an unknown name)."""
+    name = builtin_name(path)
+    return None if name is None else BUILTIN_MODELS.get(name)
+
+
+def describe_model(path: str) -> str:
+    """`path` as a person reads it: a built-in model with what it is, anything else as written."""
+    known = builtin_model(path)
+    return f"{path} ({known.description})" if known else path
+
+
+# --------------------------------------------------------------------------------------------------
+# Environment and markers
 
 # `submit --new` renders this into every pod: the first start that sees a new token sets the run's earlier
 # checkpoints aside (`launcher.entrypoint.resume.start_over`).

@@ -10,6 +10,11 @@ from typing import Any
 from launcher.spec.gpu import GPU_PRODUCTS
 from launcher.spec.names import HASH_LEN
 
+# Sections added after configs were already being hashed: left out of the canonical form (`canonical_data`) while
+# they hold only their defaults, so a config that does not use one keeps its config hash (its job name, its
+# checkpoint path, what a resubmission resumes). The chart leaves them out the same way (hack/gen_chart.py).
+OMITTED_WHILE_DEFAULT = ("reward",)
+
 
 class DataDerived:
     """The data section's derived paths. (`model.DataSpec`.)"""
@@ -59,8 +64,8 @@ class ResourcesDerived:
     def workers_per_node(self) -> int:
         """Data-parallel workers per pod for verl's batch arithmetic: its GPUs, or 1 for a CPU-only pod.
 
-        A CPU pod (workload smoke) still composes and validates verl's config; the smoke workload
-        substitutes `trainer.n_gpus_per_node=1` there, and `check_rules` uses the same count.
+        CPU training runs one trainer process per pod (`trainer.n_gpus_per_node=1`); the smoke workload
+        validates verl's config with the same substitution, and `check_rules` uses the same count.
         """
         return self.gpus_per_node or 1
 
@@ -79,19 +84,49 @@ class ExperimentDerived:
 
     __slots__ = ()
 
+    def canonical_data(self) -> dict[str, Any]:
+        """The spec as the JSON data its hash, the ConfigMap and `spec.yaml` carry: `model_dump(mode="json")`
+        without the sections of OMITTED_WHILE_DEFAULT that hold only their defaults (reading it back gives the
+        same spec)."""
+        data = self.model_dump(mode="json")
+        for name in OMITTED_WHILE_DEFAULT:
+            default = type(self).model_fields[name].get_default(call_default_factory=True)
+            if data[name] == default.model_dump(mode="json"):
+                del data[name]
+        return data
+
     def config_hash(self) -> str:
         """Short content hash of the whole spec: a changed config is a new run (and job name).
 
-        The canonical text is Go's `encoding/json` form (`launcher.spec.canonical`) so that the Helm chart
-        computes the same hash with `toJson | sha256sum` (charts/grpo-exp3, tests/chart/test_chart_parity.py).
+        The canonical text is Go's `encoding/json` form (`launcher.spec.canonical`) of `canonical_data()`, so that
+        the Helm chart computes the same hash with `toJson | sha256sum` (charts/grpo-exp3,
+        tests/chart/test_chart_parity.py).
         """
         from launcher.spec import canonical
 
-        return hashlib.sha256(canonical.dumps(self.model_dump(mode="json")).encode()).hexdigest()[:HASH_LEN]
+        return hashlib.sha256(canonical.dumps(self.canonical_data()).encode()).hexdigest()[:HASH_LEN]
 
     @property
     def job_name(self) -> str:
         return f"{self.name}-{self.config_hash()}"
+
+    @property
+    def cpu_training(self) -> bool:
+        """verl's real GRPO trainer on CPU-only pods (workload grpo, resources.gpus_per_node 0): the override list,
+        the pod environment and Ray's resources get what verl needs on CPU (docker/verl-cpu/README.md §2)."""
+        return self.workload == "grpo" and self.resources.gpus_per_node == 0
+
+    @property
+    def ray_gpus_per_node(self) -> int:
+        """The GPUs each pod's raylet declares: its GPUs, or one logical GPU for CPU training (verl's resource
+        pools ask Ray for "GPU"; the verl CPU platform runs one trainer process on it)."""
+        return 1 if self.cpu_training else self.resources.gpus_per_node
+
+    @property
+    def verl_starts_ray(self) -> bool:
+        """True when verl's `ray.init` starts a Ray of its own inside the pod (one PyTorchJob/TrainJob pod); False
+        when it attaches to a cluster (a RayJob's, or the multi-node head's), where ray.init refuses resources."""
+        return self.backend != "rayjob" and self.resources.nodes == 1
 
     @property
     def checkpoint_path(self) -> str:

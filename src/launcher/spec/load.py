@@ -233,4 +233,4 @@ def _raw_for(path: str | Path, sets: Iterable[str], backend: str | None) -> dict
 
 def dump_spec(spec: ExperimentSpec) -> str:
     """The resolved config as YAML (what the ConfigMap carries and `runs/<name>/spec.yaml` holds)."""
-    return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False, allow_unicode=True, width=1000)
+    return yaml.safe_dump(spec.canonical_data(), sort_keys=False, allow_unicode=True, width=1000)

@@ -17,7 +17,7 @@ budgets live in `launcher.spec.names`.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints
 
@@ -29,6 +29,7 @@ from launcher.spec.derived import (
     TrainerDerived,
 )
 
+from launcher.spec.contract import BUILTIN_MODELS, BUILTIN_PREFIX, CPU_IMAGE_EXAMPLE, CPU_IMAGE_TAG_SUFFIX
 from launcher.spec.gpu import GPU_PRODUCTS
 from launcher.spec.names import BACKENDS, WORKLOADS
 
@@ -80,10 +81,15 @@ class _Model(BaseModel):
 class ModelSpec(_Model):
     """The policy model verl trains."""
 
-    path: Text = Field("Qwen/Qwen2.5-3B-Instruct", description="Hugging Face hub id or a path inside the pod.")
+    path: Text = Field(
+        "Qwen/Qwen2.5-3B-Instruct",
+        description="Hugging Face hub id, a path inside the pod, or builtin:<name>, a model the image carries "
+        f"(nothing is downloaded): {', '.join(f'{BUILTIN_PREFIX}{n} ({m.description}, at {m.path})' for n, m in BUILTIN_MODELS.items())}.",
+    )
     local_dir: AbsPath | None = Field(
         None,
-        description="Pre-staged model directory for offline clusters; when set, verl loads it instead of `path`.",
+        description="Pre-staged model directory for offline clusters; when set, verl loads it instead of `path` "
+        "(null with a builtin: model).",
     )
     cache_dir: AbsPath = Field("/workspace/hf", description="HF_HOME inside the pod (model and tokenizer cache).")
     offline: bool = Field(False, description="Set HF_HUB_OFFLINE/HF_DATASETS_OFFLINE: never contact the hub.")
@@ -133,8 +139,10 @@ class AlgorithmSpec(AlgorithmDerived, _Model):
 class RolloutSpec(_Model):
     """Generation with vLLM (verl's `actor_rollout_ref.rollout.*`)."""
 
-    name: Literal["vllm"] = Field("vllm", description="Rollout engine.")
-    tensor_parallel_size: int = Field(1, ge=1, le=64, description="vLLM tensor parallel size (within one node).")
+    name: Literal["vllm"] = Field("vllm", description="Rollout engine (vllm: on CPU-only pods, vLLM's CPU build).")
+    tensor_parallel_size: int = Field(
+        1, ge=1, le=64, description="vLLM tensor parallel size (within one node; 1 on CPU-only pods)."
+    )
     n: int = Field(2, ge=1, le=1024, description="Responses sampled per prompt (the GRPO group size).")
     gpu_memory_utilization: float = Field(0.5, gt=0, le=1, description="Fraction of GPU memory vLLM may take.")
     temperature: float = Field(1.0, ge=0, le=10, description="Sampling temperature for training rollouts.")
@@ -146,14 +154,18 @@ class RolloutSpec(_Model):
 class ActorSpec(_Model):
     """The trained policy (verl's `actor_rollout_ref.actor.*` and `.model.*`)."""
 
-    strategy: Literal["fsdp", "fsdp2"] = Field("fsdp", description="Training backend.")
+    strategy: Literal["fsdp", "fsdp2"] = Field(
+        "fsdp", description="Training backend (fsdp2 on CPU-only pods: FSDP1 refuses CPU parameters)."
+    )
     lr: float = Field(1e-6, gt=0, le=1, description="Actor learning rate.")
     ppo_mini_batch_size: int = Field(8, ge=1, le=1_000_000, description="Prompts per PPO mini-batch.")
     ppo_micro_batch_size_per_gpu: int = Field(2, ge=1, le=65536, description="Samples per GPU per forward pass.")
     param_offload: bool = Field(False, description="Offload FSDP parameters to CPU.")
     optimizer_offload: bool = Field(False, description="Offload optimizer state to CPU.")
     gradient_checkpointing: bool = Field(True, description="Recompute activations to save memory.")
-    use_remove_padding: bool = Field(True, description="Pack sequences without padding (needs flash-attn).")
+    use_remove_padding: bool = Field(
+        True, description="Pack sequences without padding (needs flash-attn: false on CPU-only pods)."
+    )
 
 
 class TrainerSpec(TrainerDerived, _Model):
@@ -201,7 +213,11 @@ class ResourcesSpec(ResourcesDerived, _Model):
         ge=0,
         le=16,
         description="GPUs per pod (nvidia.com/gpu limit). 0: a CPU-only pod (no GPU limit, no GPU product node "
-        "selector), allowed only with workload smoke; verl's batch rules then count one worker per pod.",
+        "selector); verl's batch rules then count one worker per pod. Workload smoke runs anywhere; workload grpo "
+        f"on CPU-only pods needs an image carrying the verl CPU platform, by convention a tag ending in "
+        f"{CPU_IMAGE_TAG_SUFFIX} ({CPU_IMAGE_EXAMPLE}, docker/Dockerfile.cpu), actor.strategy fsdp2, "
+        "actor.use_remove_padding false and rollout.tensor_parallel_size 1: verl's real trainer with vLLM's CPU "
+        "build, one trainer process per pod.",
     )
     gpu_type: str | None = Field(
         "A100-80GB",
@@ -393,6 +409,37 @@ class TrackingSpec(_Model):
     wandb: WandbTracking = WandbTracking()
 
 
+# `pkg://<dotted.module>`: a module importable in the image (verl 0.9.1's load_module reads the pkg:// form).
+REWARD_PKG_RE = r"^pkg://[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+
+
+class RewardFunction(_Model):
+    """A reward function verl calls instead of its built-in scorer (verl's `reward.custom_reward_function`)."""
+
+    path: Annotated[str, StringConstraints(pattern=REWARD_PKG_RE, max_length=512)] = Field(
+        description="Where the function lives: pkg://<dotted.module>, a module inside the image (e.g. "
+        "pkg://grpo_verl_cpu.reward in the CPU image). Local files (./my_reward.py, shipped to the pods in a "
+        "ConfigMap) come later (issue 30).",
+    )
+    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)] = Field(
+        "compute_score",
+        description="The function in that module: called as name(data_source, solution_str, ground_truth, "
+        "extra_info), returning a score or a dict with `score`.",
+    )
+
+
+class RewardSpec(_Model):
+    """How responses are scored (verl's `reward.*`)."""
+
+    function: RewardFunction | None = Field(
+        None,
+        description="A custom reward function; null: verl's rule for the dataset (GSM8K: 1 for a right "
+        "'#### <answer>', else 0). The CPU image carries pkg://grpo_verl_cpu.reward compute_score: verl's "
+        "GSM8K score, else 0.5 × the share of digits in the response (a shaping term that gives a random "
+        "model a learning signal).",
+    )
+
+
 class SecuritySpec(_Model):
     """Pod security. Defaults are as strict as a GPU training pod allows; each exception is a field."""
 
@@ -451,7 +498,9 @@ class ExperimentSpec(ExperimentDerived, _Model):
         "in-container checks, verl config validation, Ray, a torch.distributed all-reduce across pods, metric lines.",
     )
     image: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$", max_length=512)] = Field(
-        "ghcr.io/grpo-launcher/verl-grpo:0.1.0", description="Training image (docker/Dockerfile)."
+        "ghcr.io/grpo-launcher/verl-grpo:0.1.0",
+        description=f"Training image (docker/Dockerfile). A tag ending in {CPU_IMAGE_TAG_SUFFIX} names an image "
+        f"carrying the verl CPU platform and the builtin: models ({CPU_IMAGE_EXAMPLE}, docker/Dockerfile.cpu).",
     )
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field("IfNotPresent", description="Pull policy.")
     model: ModelSpec = ModelSpec()
@@ -460,6 +509,7 @@ class ExperimentSpec(ExperimentDerived, _Model):
     rollout: RolloutSpec = RolloutSpec()
     actor: ActorSpec = ActorSpec()
     trainer: TrainerSpec = TrainerSpec()
+    reward: RewardSpec = RewardSpec()
     resources: ResourcesSpec = ResourcesSpec()
     storage: StorageSpec = StorageSpec()
     scheduling: SchedulingSpec = SchedulingSpec()
@@ -482,6 +532,9 @@ def field_docs(model: type[BaseModel] = ExperimentSpec, prefix: str = "") -> dic
     for name, info in model.model_fields.items():
         path = f"{prefix}{name}"
         ann = info.annotation
+        inner = [a for a in get_args(ann) if a is not type(None)]
+        if len(inner) == 1 and len(get_args(ann)) == 2 and isinstance(inner[0], type):
+            ann = inner[0]  # an optional section (reward.function): its own keys are documented too
         if isinstance(ann, type) and issubclass(ann, BaseModel) and ann not in (Toleration, SecretRef, ConfigMapRef, EnvVar):
             out[path] = info.description or (ann.__doc__ or "").strip().splitlines()[0]
             out.update(field_docs(ann, path + "."))

@@ -16,6 +16,14 @@ from launcher.spec.names import (
     TRAINJOB_NAME_PATTERN,
     trainjob_names,
 )
+from launcher.spec.contract import (
+    BUILTIN_MODELS,
+    BUILTIN_PREFIX,
+    CPU_IMAGE_EXAMPLE,
+    CPU_IMAGE_TAG_SUFFIX,
+    builtin_name,
+    is_cpu_image,
+)
 from launcher.spec.gpu import GPU_PRODUCTS
 from launcher.spec.gpu import TABLE as GPU_TABLE
 from launcher.spec.problems import Problem, _Redacted
@@ -34,8 +42,8 @@ def check_rules(spec: ExperimentSpec) -> list[Problem]:
     """
     problems: list[Problem] = []
     res, data, actor, rollout = spec.resources, spec.data, spec.actor, spec.rollout
-    # A CPU-only pod (workload smoke) counts as one worker: the arithmetic verl's validate_config
-    # makes when the smoke workload substitutes trainer.n_gpus_per_node=1.
+    # A CPU-only pod counts as one worker: CPU training runs one trainer process per pod
+    # (trainer.n_gpus_per_node=1), and the smoke workload validates with that substitution.
     world = res.nodes * res.workers_per_node
 
     if len(spec.name) > NAME_MAX:
@@ -47,15 +55,9 @@ def check_rules(spec: ExperimentSpec) -> list[Problem]:
                 spec.name,
             )
         )
-    if res.cpu_only and spec.workload == "grpo":
-        problems.append(
-            Problem(
-                "resources.gpus_per_node",
-                "at least 1 for workload grpo (verl's GRPO trainer with a vLLM rollout needs GPUs; "
-                "0, a CPU-only pod, is allowed only with workload smoke)",
-                res.gpus_per_node,
-            )
-        )
+    if spec.cpu_training:
+        problems += _cpu_training_problems(spec)
+    problems += _model_problems(spec)
     offered = GPU_TABLE[res.gpu_label_scheme]
     if res.gpu_type is not None and res.gpu_type not in offered:
         unknown = res.gpu_type not in GPU_PRODUCTS
@@ -123,7 +125,7 @@ def check_rules(spec: ExperimentSpec) -> list[Problem]:
                     )
                 )
     tp, per_node = rollout.tensor_parallel_size, res.workers_per_node
-    if tp > per_node or per_node % tp:
+    if (tp > per_node or per_node % tp) and not spec.cpu_training:  # CPU training: _cpu_training_problems says why
         problems.append(
             Problem(
                 "rollout.tensor_parallel_size",
@@ -151,6 +153,63 @@ def check_rules(spec: ExperimentSpec) -> list[Problem]:
                 spec.storage.access_mode,
             )
         )
+    return problems
+
+
+def _cpu_training_problems(spec: ExperimentSpec) -> list[Problem]:
+    """Workload grpo on CPU-only pods: verl's real trainer with vLLM's CPU build and the project's verl CPU platform
+    (docker/verl-cpu/README.md), which only an image carrying that platform has, and the settings verl cannot run
+    on CPU."""
+    problems: list[Problem] = []
+    if not is_cpu_image(spec.image):
+        problems.append(Problem(
+            "resources.gpus_per_node",
+            f"at least 1 for workload grpo with image {spec.image} (0, CPU-only pods, needs an image carrying "
+            f"the verl CPU platform, whose tag ends in {CPU_IMAGE_TAG_SUFFIX}, e.g. {CPU_IMAGE_EXAMPLE}; "
+            "or workload smoke)",
+            spec.resources.gpus_per_node))
+    if spec.actor.strategy != "fsdp2":
+        problems.append(Problem(
+            "actor.strategy",
+            "fsdp2 on CPU-only pods (resources.gpus_per_node 0: verl's FSDP1 refuses CPU parameters)",
+            spec.actor.strategy))
+    if spec.actor.use_remove_padding:
+        problems.append(Problem(
+            "actor.use_remove_padding",
+            "false on CPU-only pods (resources.gpus_per_node 0: removing padding needs flash-attn's GPU kernels)",
+            spec.actor.use_remove_padding))
+    if spec.rollout.name != "vllm":
+        problems.append(Problem(
+            "rollout.name",
+            "vllm on CPU-only pods (resources.gpus_per_node 0: the image carries vLLM's CPU build)",
+            spec.rollout.name))
+    if spec.rollout.tensor_parallel_size != 1:
+        problems.append(Problem(
+            "rollout.tensor_parallel_size",
+            "1 on CPU-only pods (resources.gpus_per_node 0: one vLLM CPU engine per pod)",
+            spec.rollout.tensor_parallel_size))
+    return problems
+
+
+def _model_problems(spec: ExperimentSpec) -> list[Problem]:
+    """A `builtin:` model must be one the contract knows, in an image that carries it, without a local_dir."""
+    name = builtin_name(spec.model.path)
+    if name is None:
+        return []
+    known = ", ".join(f"{BUILTIN_PREFIX}{n}" for n in BUILTIN_MODELS)
+    if name not in BUILTIN_MODELS:
+        return [Problem("model.path", f"a known built-in model ({known}), a hub id or a path inside the pod",
+                        spec.model.path)]
+    problems = []
+    if not is_cpu_image(spec.image):
+        problems.append(Problem(
+            "model.path",
+            f"a model image {spec.image} carries ({spec.model.path} is in the CPU image, whose tag ends in "
+            f"{CPU_IMAGE_TAG_SUFFIX}, e.g. {CPU_IMAGE_EXAMPLE}), a hub id or a path inside the pod",
+            spec.model.path))
+    if spec.model.local_dir is not None:
+        problems.append(Problem("model.local_dir", f"null with a built-in model ({spec.model.path} is already in "
+                                                   "the image)", spec.model.local_dir))
     return problems
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Literal
 
+from launcher.spec.contract import builtin_model
+
 if TYPE_CHECKING:
     from launcher.spec.model import ExperimentSpec
 
@@ -19,6 +21,14 @@ _HYDRA_SAFE = re.compile(r"^[A-Za-z0-9_./@+-]+$")
 _HYDRA_RESERVED = {"null", "true", "false", "nan", "inf", "-inf"}
 
 Mode = Literal["train", "eval"]
+
+# CPU training (docker/verl-cpu/README.md §2): Ray's logical CPU count when verl starts its own Ray. TransferQueue's
+# storage actors could not be placed with fewer (verl asks for CPUs per actor, not what the pod has), so a
+# 2-core pod declares 16 logical CPUs; the pod's real limit still bounds what runs.
+CPU_RAY_MIN_CPUS = 16
+# verl's FSDP engine takes its parameter dtype from mixed_precision (default bf16, under bf16 autocast), not from
+# fsdp_config.dtype: fp32 makes vLLM's log-probs equal the actor's. One argv item, no shell quoting.
+CPU_MIXED_PRECISION = "{param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}"
 
 
 def hydra_value(value: object) -> str:
@@ -45,7 +55,11 @@ def _looks_numeric(text: str) -> bool:
 
 
 def model_path(spec: ExperimentSpec) -> str:
-    """The path verl loads: the pre-staged local directory when there is one, else the hub id/path."""
+    """The path verl loads: a built-in model's directory in the image (`builtin:<name>`, launcher.spec.contract),
+    else the pre-staged local directory when there is one, else the hub id/path."""
+    builtin = builtin_model(spec.model.path)
+    if builtin is not None:
+        return builtin.path
     return spec.model.local_dir or spec.model.path
 
 
@@ -70,8 +84,20 @@ def verl_overrides(
     complete `global_step_N` directory of this run becomes verl's `resume_mode=resume_path`, and None
     becomes `disable`. verl never gets its own `auto`, which trusts the tracker file without checking
     that every rank's shard is there and would retrain nothing on a rerun of a finished run.
+
+    CPU training (`spec.cpu_training`: workload grpo on CPU-only pods) adds, each beside the keys it belongs with,
+    what verl 0.9.1 needs on CPU with the image's verl CPU platform (docker/verl-cpu/README.md §2): sdpa attention
+    (no flash-attn), FSDP2 in fp32, vLLM in fp32 and eager without sleep mode, one agent-loop and one reward
+    worker, one TransferQueue storage unit, `trainer.device=cpu` and one trainer process per pod
+    (`trainer.n_gpus_per_node=1`). Where verl starts its own Ray (`spec.verl_starts_ray`) it also declares one
+    logical GPU and at least CPU_RAY_MIN_CPUS CPUs; multi-node raylets get the same from `ray start`
+    (entrypoint.ray_cluster), a RayJob's from KubeRay's rayStartParams. Every other item, and the order, is the
+    GPU list's.
     """
     a, d, r, act, t, res = spec.algorithm, spec.data, spec.rollout, spec.actor, spec.trainer, spec.resources
+    cpu = spec.cpu_training
+    own_ray = cpu and spec.verl_starts_ray
+    fn = spec.reward.function
     pairs: list[tuple[str, object]] = [
         ("algorithm.adv_estimator", a.adv_estimator),
         ("algorithm.norm_adv_by_std_in_grpo", a.norm_adv_by_std_in_grpo),
@@ -88,7 +114,10 @@ def verl_overrides(
         ("actor_rollout_ref.model.trust_remote_code", spec.model.trust_remote_code),
         ("actor_rollout_ref.model.use_remove_padding", act.use_remove_padding),
         ("actor_rollout_ref.model.enable_gradient_checkpointing", act.gradient_checkpointing),
+        *([("+actor_rollout_ref.model.override_config.attn_implementation", "sdpa")] if cpu else []),
         ("actor_rollout_ref.actor.strategy", act.strategy),
+        *([("actor_rollout_ref.actor.fsdp_config.strategy", "fsdp2"),
+           ("+actor_rollout_ref.actor.fsdp_config.mixed_precision", _Raw(CPU_MIXED_PRECISION))] if cpu else []),
         ("actor_rollout_ref.actor.optim.lr", act.lr),
         ("actor_rollout_ref.actor.ppo_mini_batch_size", act.ppo_mini_batch_size),
         ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", act.ppo_micro_batch_size_per_gpu),
@@ -104,14 +133,25 @@ def verl_overrides(
         ("actor_rollout_ref.rollout.n", r.n),
         ("actor_rollout_ref.rollout.temperature", r.temperature),
         ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", r.log_prob_micro_batch_size_per_gpu),
+        *([("actor_rollout_ref.rollout.dtype", "float32"),
+           ("actor_rollout_ref.rollout.enforce_eager", True),
+           ("actor_rollout_ref.rollout.free_cache_engine", False),
+           ("+actor_rollout_ref.rollout.enable_sleep_mode", False),
+           ("actor_rollout_ref.rollout.agent.num_workers", 1)] if cpu else []),
         # Inert without a KL term (verl creates no reference worker), required with one.
         ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", r.log_prob_micro_batch_size_per_gpu),
         ("actor_rollout_ref.ref.fsdp_config.param_offload", act.param_offload),
+        *([("reward.num_workers", 1)] if cpu else []),
+        *([("reward.custom_reward_function.path", fn.path),
+           ("reward.custom_reward_function.name", fn.name)] if fn else []),
+        *([("transfer_queue.backend.SimpleStorage.num_data_storage_units", 1)] if cpu else []),
+        *([("+ray_kwargs.ray_init.num_gpus", 1)] if own_ray else []),
+        *([("trainer.device", "cpu")] if cpu else []),
         ("trainer.critic_warmup", 0),
         ("trainer.logger", spec.loggers),
         ("trainer.project_name", t.project_name),
         ("trainer.experiment_name", experiment_name or spec.name),
-        ("trainer.n_gpus_per_node", res.gpus_per_node),
+        ("trainer.n_gpus_per_node", spec.ray_gpus_per_node),
         ("trainer.nnodes", res.nodes),
         ("trainer.total_epochs", t.total_epochs),
         ("trainer.total_training_steps", t.total_training_steps),
@@ -141,6 +181,14 @@ def verl_overrides(
             pairs += [("trainer.resume_mode", "resume_path"), ("trainer.resume_from_path", resume_from)]
         else:
             pairs.append(("trainer.resume_mode", "disable"))
+    if own_ray:
+        # CPU training: the pod's CPU limit (when the entrypoint gives it), but at least CPU_RAY_MIN_CPUS logical
+        # CPUs, or TransferQueue's actors cannot be placed.
+        ray_num_cpus = max(ray_num_cpus or 0, CPU_RAY_MIN_CPUS)
     if ray_num_cpus is not None:
         pairs.append(("ray_kwargs.ray_init.num_cpus", ray_num_cpus))
-    return [f"{key}={hydra_value(value)}" for key, value in pairs]
+    return [f"{key}={value if isinstance(value, _Raw) else hydra_value(value)}" for key, value in pairs]
+
+
+class _Raw(str):
+    """A Hydra value written as it is (a dict literal such as CPU_MIXED_PRECISION), not quoted as a string."""

@@ -15,6 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from launcher.spec.contract import builtin_model, describe_model
     from launcher.spec.verl import verl_overrides
 
     spec = load_from_args(args)
@@ -23,7 +24,10 @@ def run(args: argparse.Namespace) -> int:
     pods = f"{res.nodes} node(s) × " + ("CPU only" if res.cpu_only else f"{res.gpus_per_node} {gpu}")
     work = (f"smoke workload, {spec.smoke.steps} steps" if spec.workload == "smoke" else
             f"batch {spec.data.train_batch_size} × n {spec.rollout.n}, {spec.trainer.total_training_steps} steps")
-    print(f"ok: {args.config} -> {spec.backend} {spec.job_name} in namespace {spec.scheduling.namespace}: {pods}, {work}")
+    # a built-in model says what it is (launcher.spec.contract): a test model must not pass for the real one
+    model = f", model {describe_model(spec.model.path)}" if builtin_model(spec.model.path) else ""
+    print(f"ok: {args.config} -> {spec.backend} {spec.job_name} in namespace {spec.scheduling.namespace}: {pods}, "
+          f"{work}{model}")
     if args.show_overrides:
         print("\n".join(verl_overrides(spec)))
     return 0
