@@ -138,17 +138,23 @@ def test_reserved_names_cover_everything_the_launcher_sets():
                 for c in _containers(o[-1]) for e in c["env"]}
     probe = E.ContainerProbe(cpus=4, memory_bytes=1 << 34, shm_bytes=1 << 30)
     entry = set()
+    cpu = load_spec(EXP3.parent / "grpo-exp3-cpu.yaml")  # CPU training adds the verl CPU platform's variables
+    rendered |= {e["name"] for o in (render(cpu), render(cpu.model_copy(update={"backend": "rayjob"})))
+                 for c in _containers(o[-1]) for e in c["env"]}
     for role in ("single-node", "ray-head", "ray-worker", "ray-job-driver"):
-        entry |= set(E.env_for(spec, {"RAY_AUTH_TOKEN": "x"}, role=role, probe=probe))
-        entry |= set(E.env_for(spec, {}, role=role, probe=probe))
+        for s in (spec, cpu):
+            entry |= set(E.env_for(s, {"RAY_AUTH_TOKEN": "x"}, role=role, probe=probe))
+            entry |= set(E.env_for(s, {}, role=role, probe=probe))
     fake = TR.MlflowRun("0123abcd", "1", "created")
     entry |= set(TR.tracking_env(spec, attempt="a", resolve=lambda s, attempt: fake, log=lambda m: None))
-    # caches and TOKENIZERS_PARALLELISM honour a value already in the pod: they are the user's to set
-    user_settable = {"XDG_CACHE_HOME", "TRITON_CACHE_DIR", "TOKENIZERS_PARALLELISM"}
+    # caches and TOKENIZERS_PARALLELISM honour a value already in the pod: they are the user's to set; so do CPU
+    # training's KV cache size and dynamo switch, and its LD_PRELOAD keeps the pod's own preload
+    user_settable = {"XDG_CACHE_HOME", "TRITON_CACHE_DIR", "TOKENIZERS_PARALLELISM", "LD_PRELOAD",
+                     "VLLM_CPU_KVCACHE_SPACE", "TORCHDYNAMO_DISABLE"}
     missing = {n for n in (rendered - user) | (entry - user_settable)
                if n not in RESERVED_ENV and not n.startswith(RESERVED_ENV_PREFIX)}
     assert not missing, f"add to spec.RESERVED_ENV: {sorted(missing)}"
-    assert {"MLFLOW_RUN_ID", "WANDB_RUN_ID", "WANDB_RESUME"} <= entry
+    assert {"MLFLOW_RUN_ID", "WANDB_RUN_ID", "WANDB_RESUME", "VERL_PLATFORM", "VERL_USE_EXTERNAL_MODULES"} <= entry
 
 
 def test_ray_overrides_carry_the_run_ids_to_every_actor():

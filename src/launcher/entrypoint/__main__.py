@@ -43,7 +43,7 @@ from launcher.entrypoint import tracking as TR
 from launcher.entrypoint.runner import DEFAULT_GRACE_S, log, run_child
 from launcher.errors import EXIT_BAD_INPUT, LauncherError
 from launcher.spec.model import ExperimentSpec
-from launcher.spec.verl import verl_overrides
+from launcher.spec.verl import CPU_RAY_MIN_CPUS, verl_overrides
 
 VERL_COMMAND = ["python3", "-m", "verl.trainer.main_ppo"]
 CHILD_CMD_ENV = "LAUNCHER_CHILD_CMD"
@@ -94,8 +94,22 @@ def verl_argv(spec: ExperimentSpec, role: E.Role, *, cpus: int, mode: str, model
         return shlex.split(custom)
     # Only a pod that starts its own local Ray pins the CPU count; ray.init refuses it when attaching.
     ray_num_cpus = cpus if role == "single-node" else None
-    return [*VERL_COMMAND, *verl_overrides(spec, mode=mode, model=model, ray_num_cpus=ray_num_cpus,
+    argv = [*VERL_COMMAND, *verl_overrides(spec, mode=mode, model=model, ray_num_cpus=ray_num_cpus,
                                            resume_from=resume_from)]
+    if role == "ray-job-driver" and spec.cpu_training:
+        # KubeRay starts the worker pods' raylets, not this entrypoint: the verl CPU platform's environment reaches
+        # the actors there through the job's runtime_env (multi-node PyTorchJob/TrainJob raylets inherit it).
+        argv += E.runtime_env_overrides(E.cpu_training_env(env))
+    return argv
+
+
+def raylet_resources(spec: ExperimentSpec, cpus: int) -> tuple[int, int]:
+    """`ray start --num-cpus/--num-gpus` of a multi-node pod: its CPU limit and its GPUs. CPU training declares at
+    least CPU_RAY_MIN_CPUS logical CPUs and one logical GPU per pod, as verl's own `ray.init` gets them in a single
+    pod (spec.verl.verl_overrides): verl's resource pools ask Ray for GPUs, TransferQueue's actors for CPUs."""
+    if spec.cpu_training:
+        return max(cpus, CPU_RAY_MIN_CPUS), spec.ray_gpus_per_node
+    return cpus, spec.resources.gpus_per_node
 
 
 def _prepare_data(spec: ExperimentSpec, prepare: PrepareFn | None) -> None:
@@ -117,7 +131,8 @@ def dry_run_text(spec: ExperimentSpec, role: E.Role, topo: R.Topology | None, ar
     lines = [f"# role: {role}"]
     if topo is not None:
         lines.append(f"# rank {topo.rank} of {topo.nnodes}; master {topo.master_addr} ({topo.pod_name(0)})")
-        lines.append("# ray: " + shlex.join(R.ray_start_argv(topo, settings, cpus=cpus, gpus=spec.resources.gpus_per_node)))
+        ray_cpus, ray_gpus = raylet_resources(spec, cpus)
+        lines.append("# ray: " + shlex.join(R.ray_start_argv(topo, settings, cpus=ray_cpus, gpus=ray_gpus)))
     if role == "ray-worker":
         lines.append("# this pod runs the smoke participant beside its raylet:" if spec.workload == "smoke"
                      else "# this pod runs no trainer; the master runs:")
@@ -226,13 +241,14 @@ def main(argv: Sequence[str] | None = None, *, container_env: Mapping[str, str] 
     os.environ.update(delta)  # this process too talks to Ray (GCS client) with the same settings
     cwd = _workdir(spec, delta)  # on workers too: verl's TaskRunner may write the metrics file there
 
+    ray_cpus, ray_gpus = raylet_resources(spec, probe.cpus)
     if role == "ray-worker":
         assert topo is not None
-        return R.run_worker(topo, settings, env=full_env, cpus=probe.cpus, gpus_per_node=spec.resources.gpus_per_node,
+        return R.run_worker(topo, settings, env=full_env, cpus=ray_cpus, gpus_per_node=ray_gpus,
                             companion_argv=child_argv if smoke else None, grace_s=grace)
     if role == "ray-head":
         assert topo is not None
-        code = R.run_head(topo, settings, env=full_env, cpus=probe.cpus, gpus_per_node=spec.resources.gpus_per_node,
+        code = R.run_head(topo, settings, env=full_env, cpus=ray_cpus, gpus_per_node=ray_gpus,
                           child_argv=child_argv, child_cwd=cwd, grace_s=grace)
         if decision is not None:
             RESUME.finish(spec, decision, code, log=log)

@@ -23,6 +23,14 @@ Choices (see also the module docstrings of `runner` and `ray_cluster`):
   NetworkPolicy).
 - `TOKENIZERS_PARALLELISM=false`: the driver tokenises the dataset and then forks (datasets.map,
   Ray workers); Rust tokenizers warn or deadlock after a fork. A value already set in the pod wins.
+- CPU training (`spec.cpu_training`, docker/verl-cpu/README.md §2), every role (Ray workers and vLLM's
+  processes inherit the environment of the process that starts them): `VERL_USE_EXTERNAL_MODULES` names the
+  image's verl CPU platform module and `VERL_PLATFORM=cpu` selects it (verl never detects it); `LD_PRELOAD`
+  loads the venv's Intel OpenMP (`$VIRTUAL_ENV/lib/libiomp5.so`) for vLLM's CPU kernels, ahead of a preload
+  the pod already has; `VLLM_CPU_KVCACHE_SPACE=1` (GiB: vLLM CPU sizes its KV cache from it, not from
+  gpu_memory_utilization); `TORCHDYNAMO_DISABLE=1`, because vLLM CPU's sampler and verl's entropy are
+  `torch.compile`d and Inductor needs a C++ compiler at run time, which the image does not have. The last two
+  are defaults: a value already set in the pod (the spec's `env:`) wins.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Mapping
 
+from launcher.spec.contract import CPU_PLATFORM, CPU_PLATFORM_MODULE, DEFAULT_VENV, IOMP_LIBRARY
 from launcher.spec.model import ExperimentSpec
 
 Role = Literal["single-node", "ray-head", "ray-worker", "ray-job-driver"]
@@ -175,6 +184,8 @@ def env_for(
     }
     if spec.model.offline:
         env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    if spec.cpu_training:
+        env.update(cpu_training_env(container_env))
     if "file" in spec.trainer.logger:
         # Every role: verl's TaskRunner actor (which opens the file) may be placed on any Ray node,
         # and a raylet's workers inherit the environment of the `ray start` that launched it.
@@ -188,6 +199,30 @@ def env_for(
         else:
             env["RAY_AUTH_MODE"] = "disabled"
     return {k: v for k, v in env.items() if container_env.get(k) != v}
+
+
+def cpu_training_env(container_env: Mapping[str, str]) -> dict[str, str]:
+    """What verl's GRPO trainer needs on CPU-only pods in the CPU image (see the module docstring)."""
+    venv = (container_env.get("VIRTUAL_ENV") or DEFAULT_VENV).rstrip("/")
+    iomp = f"{venv}/{IOMP_LIBRARY}"
+    preload = [p for p in re.split(r"[:\s]+", container_env.get("LD_PRELOAD", "")) if p]
+    return {
+        "VERL_USE_EXTERNAL_MODULES": CPU_PLATFORM_MODULE,
+        "VERL_PLATFORM": CPU_PLATFORM,
+        "LD_PRELOAD": ":".join([iomp, *(p for p in preload if p != iomp)]),
+        "VLLM_CPU_KVCACHE_SPACE": container_env.get("VLLM_CPU_KVCACHE_SPACE") or "1",
+        "TORCHDYNAMO_DISABLE": container_env.get("TORCHDYNAMO_DISABLE") or "1",
+    }
+
+
+def runtime_env_overrides(env: Mapping[str, str]) -> list[str]:
+    """Hydra overrides putting `env` into the Ray job's runtime_env: verl merges `ray_kwargs.ray_init.runtime_env`
+    over its own and passes it to `ray.init`, so every actor of the job, on any node, gets these variables. How
+    CPU training's environment reaches a RayJob's worker pods, whose raylets KubeRay starts without the
+    entrypoint (as `entrypoint.tracking` carries the run ids)."""
+    from launcher.spec.verl import hydra_value
+
+    return [f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}={hydra_value(v)}" for k, v in env.items()]
 
 
 def is_secret_name(name: str) -> bool:
