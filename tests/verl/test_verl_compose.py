@@ -28,9 +28,11 @@ EXPECTED = {"grpo-exp3": {"n": 2, "response": 256}, "grpo-exp4": {"n": 4, "respo
 
 
 def _composed_value(cfg, key: str) -> str:
-    from omegaconf import ListConfig, OmegaConf
+    from omegaconf import DictConfig, ListConfig, OmegaConf
 
-    value = OmegaConf.select(cfg, key, throw_on_missing=True)
+    value = OmegaConf.select(cfg, key.removeprefix("+"), throw_on_missing=True)  # `+key` appended a new key
+    if isinstance(value, DictConfig):  # a Hydra dict literal, {k:v,...} in the override's order
+        return "{" + ",".join(f"{k}:{hydra_value(v)}" for k, v in OmegaConf.to_container(value).items()) + "}"
     if isinstance(value, ListConfig):
         value = OmegaConf.to_container(value)
     return hydra_value(value)
@@ -156,3 +158,107 @@ def test_misspelled_key_rejected_by_verl_and_by_spec():
         compose([*overrides, "trainer.foo=1"])
     with pytest.raises(BadInput, match="ppo_mini_batchsize"):
         load_spec(CONFIGS["grpo-exp3"], ["actor.ppo_mini_batchsize=8"])
+
+
+# --------------------------------------------------------------------------------------------------
+# CPU training: configs/grpo-exp3-cpu.yaml (docker/verl-cpu/README.md §2)
+
+CPU_CONFIG = ROOT / "configs" / "grpo-exp3-cpu.yaml"
+
+
+def _cpu_argv(tmp_path, capsys, backend: str, nodes: int) -> tuple[object, list[str]]:
+    """The spec and the verl command line the entrypoint's --dry-run prints for the pod that runs verl's driver."""
+    import shlex
+    import sys
+
+    import yaml
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from trainjob_env import trainjob_pod_env
+
+    from launcher.entrypoint.__main__ import VERL_COMMAND, main
+    from launcher.entrypoint.environment import ContainerProbe
+
+    config = tmp_path / "cpu.yaml"
+    config.write_text(yaml.safe_dump({"base": str(CPU_CONFIG), "backend": backend, "resources": {"nodes": nodes}}))
+    spec = load_spec(config)
+    env = {"PATH": "/usr/bin", "HOME": "/home/verl", "VIRTUAL_ENV": "/opt/venv"}
+    if backend == "rayjob":
+        env["RAY_ADDRESS"] = "10.0.0.1:6379"
+    elif backend == "trainjob":
+        env = trainjob_pod_env(spec, 0, base=env)
+    elif nodes > 1:
+        env.update(MASTER_ADDR=f"{spec.job_name}-master-0", MASTER_PORT="23456", WORLD_SIZE=str(nodes), RANK="0")
+    probe = ContainerProbe(cpus=2, memory_bytes=12 << 30, shm_bytes=2 << 30)
+    assert main(["--config", str(config), "--dry-run"], container_env=env, probe=probe,
+                prepare=lambda *a, **k: pytest.fail("dry-run must not prepare data")) == 0
+    lines = capsys.readouterr().out.splitlines()
+    argv = shlex.split(lines[lines.index("# command") + 1])
+    assert argv[:len(VERL_COMMAND)] == VERL_COMMAND
+    return spec, argv[len(VERL_COMMAND):]
+
+
+@pytest.mark.parametrize("backend,nodes", [("pytorchjob", 1), ("trainjob", 1), ("pytorchjob", 2), ("rayjob", 1),
+                                           ("rayjob", 2), ("trainjob", 2)])
+def test_cpu_training_overrides_compose_and_validate(tmp_path, capsys, backend, nodes):
+    """What the pod that runs verl's driver runs: the `+` keys compose, every item lands, validate_config and the
+    runtime batch checks pass, one trainer process per CPU pod."""
+    spec, overrides = _cpu_argv(tmp_path, capsys, backend, nodes)
+    assert overrides[:len(verl_overrides(spec))] == verl_overrides(spec, ray_num_cpus=2 if spec.verl_starts_ray
+                                                                   else None)
+    cfg = compose(overrides)
+    assert_every_override_applied(cfg, overrides)
+    assert validate(cfg) == (False, False)
+    assert runtime_problems(cfg) == []
+    actor, rollout, fsdp = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout, cfg.actor_rollout_ref.actor.fsdp_config
+    assert (cfg.trainer.n_gpus_per_node, cfg.trainer.nnodes) == (1, nodes)
+    assert (actor.strategy, fsdp.strategy, dict(fsdp.mixed_precision)) == (
+        "fsdp2", "fsdp2", {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"})
+    assert cfg.actor_rollout_ref.model.override_config.attn_implementation == "sdpa"
+    assert cfg.actor_rollout_ref.model.use_remove_padding is False
+    assert (rollout.name, rollout.dtype, rollout.enforce_eager, rollout.free_cache_engine, rollout.enable_sleep_mode,
+            rollout.agent.num_workers, rollout.tensor_model_parallel_size) == ("vllm", "float32", True, False, False, 1, 1)
+    assert cfg.reward.num_workers == 1 and cfg.transfer_queue.backend.SimpleStorage.num_data_storage_units == 1
+    assert dict(cfg.reward.custom_reward_function) == {"path": "pkg://grpo_verl_cpu.reward", "name": "compute_score"}
+    assert cfg.actor_rollout_ref.model.path == "/opt/grpo-launcher/models/tiny-qwen2"
+    assert (cfg.data.max_prompt_length, cfg.data.max_response_length) == (128, 32)
+    assert (actor.optim.lr, cfg.trainer.total_training_steps, cfg.trainer.total_epochs) == (3e-3, 25, 9)
+    ray_init = cfg.ray_kwargs.ray_init
+    if spec.verl_starts_ray:  # verl starts the pod's Ray: one logical GPU, 16 logical CPUs
+        assert (ray_init.num_gpus, ray_init.num_cpus) == (1, 16)
+    else:  # attached: ray.init takes no resources
+        assert "num_gpus" not in ray_init and ray_init.num_cpus is None
+    if backend == "rayjob":  # KubeRay's workers get the CPU platform through the job's runtime_env
+        assert ray_init.runtime_env.env_vars.VERL_PLATFORM == "cpu"
+        assert ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES == "grpo_verl_cpu.platform"
+        assert ray_init.runtime_env.env_vars.VLLM_CPU_KVCACHE_SPACE == "1"
+    else:
+        assert "env_vars" not in ray_init.runtime_env
+
+
+def test_cpu_training_validates_under_the_cpu_platform():
+    """main_ppo's auto_set_device under the image's verl CPU platform (selected by env_for's variables) keeps
+    trainer.device=cpu; without it verl falls back to cuda. Run in a child: the platform module patches torch."""
+    import json
+    import subprocess
+    import sys
+
+    from launcher.entrypoint.environment import env_for
+
+    spec = load_spec(CPU_CONFIG)
+    pod = env_for(spec, {"VIRTUAL_ENV": "/opt/venv"})
+    # the pod's platform selection; LD_PRELOAD names the image's Intel OpenMP, which this venv does not have
+    env = {**{k: pod[k] for k in ("VERL_USE_EXTERNAL_MODULES", "VERL_PLATFORM", "TORCHDYNAMO_DISABLE")},
+           "PATH": "/usr/bin:/bin", "HOME": str(ROOT), "PYTHONPATH": f"{ROOT / 'docker' / 'verl-cpu'}:{ROOT / 'tests' / 'verl'}"}
+    code = (
+        "import json, sys\n"
+        "from verl_harness import compose, validate, runtime_problems\n"
+        "cfg = compose(json.loads(sys.argv[1]))\n"
+        "print(json.dumps({'need': validate(cfg), 'device': cfg.trainer.device, 'runtime': runtime_problems(cfg)}))\n"
+    )
+    overrides = verl_overrides(spec, ray_num_cpus=2)
+    proc = subprocess.run([sys.executable, "-W", "ignore", "-c", code, json.dumps(overrides)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Platform override from VERL_PLATFORM: cpu" in proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1]) == {"need": [False, False], "device": "cpu", "runtime": []}
