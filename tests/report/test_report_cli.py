@@ -96,6 +96,18 @@ def test_report_writes_files_and_json_contract(tmp_path, capsys):
         assert f"]({png})" in md
 
 
+def test_a_builtin_model_says_what_it_is_in_the_config_table(tmp_path, capsys):
+    spec = {**SPEC, "model": {"path": "builtin:tiny-qwen2"}, "resources": {"nodes": 1, "gpus_per_node": 0}}
+    run = make_run_dir(tmp_path / "cpu", spec=spec)
+    assert main(["report", str(run)]) == 0
+    md = (run / "report.md").read_text()
+    assert ("| `model.path` | `builtin:tiny-qwen2` (tiny random Qwen2, 357,632 parameters, in the CPU image; test "
+            "model, not Qwen2.5) |") in md
+    run = make_run_dir(tmp_path / "gpu")  # a hub model is shown as it is
+    assert main(["report", str(run)]) == 0
+    assert "| `model.path` | `Qwen/Qwen2.5-3B-Instruct` |" in (run / "report.md").read_text()
+
+
 def test_json_flag_prints_the_document_and_output_dir(tmp_path, capsys):
     run = make_run_dir(tmp_path / "r")
     out = tmp_path / "out"

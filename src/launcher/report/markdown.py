@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from launcher.report.load import flatten
+from launcher.spec.contract import builtin_model
 
 # Definitions quoted from verl 0.9.1 (shared/notes/verl.md section 6), for the header.
 DEFINITIONS: dict[str, str] = {
@@ -133,7 +134,10 @@ def render(doc: Mapping, plots: Mapping[str, str], sections: Sequence[Any] = ())
         shown = [f for f in CONFIG_FIELDS if f in flat]
         add("| field | value |\n|---|---|")
         for f in shown:
-            add(f"| `{f}` | `{flat[f]}` |")
+            # a built-in model says what it is (launcher.spec.contract): a test model must not pass for a real one
+            known = builtin_model(str(flat[f])) if f == "model.path" else None
+            what = f" ({known.description})" if known else ""
+            add(f"| `{f}` | `{flat[f]}`{what} |")
         add("")
         rest = [k for k in flat if k not in shown]
         if rest:
