@@ -4,10 +4,13 @@
 GRPO_CACHE ?= $(HOME)/.cache/grpo-launcher
 export GRPO_CACHE
 
-.PHONY: image-cpu image-cpu-import image-cpu-smoke image-test
+.PHONY: image-pins image-cpu image-cpu-import image-cpu-smoke image-test
 image-cpu: ## Build the CPU image (buildah) into $(GRPO_CACHE)/images/verl-grpo-cpu.oci/; no-op when its inputs are unchanged
 	hack/cluster/install-node-deps.sh buildah skopeo mmdebstrap
 	hack/image/build.sh
+
+image-pins: setup ## Resolve the CPU image's pins beyond requirements/verl-test.txt into docker/verl-cpu/image-pins.txt (needs PyPI; commit it)
+	$(VPY) hack/image/pins.py . docker/verl-cpu/image-pins.txt
 
 image-cpu-import: image-cpu ## Import the CPU image into containerd ADDRESS (default: the local node's socket); skips if present
 	hack/image/import.sh $(ADDRESS)

@@ -12,8 +12,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # that changes none of these files keeps the image (its revision label is the commit it was built at).
 INPUTS=(docker/Dockerfile.cpu requirements/verl-test.txt docker/requirements.lock docker/check_lock.py
         pyproject.toml README.md src tests/fixtures/gsm8k/README.md tests/fixtures/gsm8k/main
-        docker/verl-cpu/grpo_verl_cpu docker/verl-cpu/vllm_dist_stub.py docker/verl-cpu/requirements-extra.in
-        hack/image/common.sh hack/image/base.sh hack/image/wheels.sh hack/image/pins.py hack/image/build.sh)
+        docker/verl-cpu/grpo_verl_cpu docker/verl-cpu/vllm_dist_stub.py docker/verl-cpu/image-pins.txt
+        hack/image/common.sh hack/image/base.sh hack/image/wheels.sh hack/image/build.sh)
 inputs=$( { hash_inputs "${INPUTS[@]}"; echo "$IMAGE_REF ${TORCH_INDEX_URL:-}"; } | sha256sum | cut -c1-64)
 if [ -f "$LAYOUT/index.json" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$inputs" ]; then
   say "up to date: $LAYOUT ($IMAGE_REF)"

@@ -20,21 +20,24 @@ PYTHON=${GRPO_WHEEL_PYTHON:-python3}
 # CPU index's files are not in our locks).
 TORCH_INDEX_URL=${TORCH_INDEX_URL:-}
 
-key=$(cd "$ROOT" && { hash_inputs requirements/verl-test.txt docker/requirements.lock docker/requirements-tracking.lock pyproject.toml \
-  docker/verl-cpu/requirements-extra.in hack/image/pins.py hack/image/wheels.sh docker/check_lock.py; echo "$TORCH_INDEX_URL"; } | sha256sum | cut -c1-16)
+# The pins are committed (docker/verl-cpu/image-pins.txt, `make image-pins`): a build never resolves, it only downloads.
+PINS="$ROOT/docker/verl-cpu/image-pins.txt"
+"$PYTHON" "$HERE/pins.py" --check "$ROOT" "$PINS" || exit 2
+key=$(cd "$ROOT" && { hash_inputs requirements/verl-test.txt docker/verl-cpu/image-pins.txt hack/image/wheels.sh; echo "$TORCH_INDEX_URL"; } \
+  | sha256sum | cut -c1-16)
 WH="$GRPO_CACHE/wheels/cpu-image-$key"
 if [ -f "$WH/.complete" ]; then echo "$WH"; exit 0; fi
 lock wheels
 if [ -f "$WH/.complete" ]; then echo "$WH"; exit 0; fi
 
-say "wheelhouse $WH: resolving the launcher's extra pins"
+say "wheelhouse $WH: downloading requirements/verl-test.txt and docker/verl-cpu/image-pins.txt"
 rm -rf "$WH.tmp" && mkdir -p "$WH.tmp"
 # Seed it with the previous wheelhouse's files as hard links: pip download hash-checks and keeps the files it
 # finds, so a changed pin costs one download, not 2.9 GB again. The older wheelhouses then go (each is 2.9 GB;
 # five of them once filled this disk); a build using one holds hard links in its context, so nothing breaks.
 prev=$(ls -1dt "$GRPO_CACHE"/wheels/cpu-image-*/.complete 2>/dev/null | head -1 || true)
 if [ -n "$prev" ]; then cp -al "$(dirname "$prev")"/*.whl "$(dirname "$prev")"/*.tar.gz "$WH.tmp/" 2>/dev/null || true; fi
-"$PYTHON" "$HERE/pins.py" "$ROOT" "$WH.tmp/image-pins.txt"
+cp "$PINS" "$WH.tmp/image-pins.txt"
 reqs="$ROOT/requirements/verl-test.txt"
 if [ -n "$TORCH_INDEX_URL" ]; then
   # Drop torch and the CUDA wheels only it needs; the rest stays hash-checked.
@@ -54,13 +57,12 @@ PY
 else
   cp "$reqs" "$WH.tmp/verl-test.txt"
 fi
-say "downloading wheels (pip's cache makes a second download cheap)"
 # --no-deps: both files are complete closures; --require-hashes: every file is checked against the pins.
-# One retry without pip's HTTP cache: a download here once came back with a wrong sha256 (triton, 188 MB, while
-# another pip filled the same cache) and a direct fetch of the same URL was fine. Files already in the
-# directory are hash-checked and kept.
-dl() { "$PYTHON" -m pip download --no-deps --require-hashes -q -d "$WH.tmp" -r "$WH.tmp/verl-test.txt" -r "$WH.tmp/image-pins.txt" "$@"; }
-dl || { say "pip download failed; retrying once without pip's cache"; dl --no-cache-dir; }
+# --no-cache-dir: the wheelhouse is the cache (a changed pin reuses the seeded files above); pip's HTTP cache would
+# hold a second 3 GB copy (and once returned a corrupt triton while another pip filled it). Files already in the
+# directory are hash-checked and kept; one retry for a dropped connection.
+dl() { "$PYTHON" -m pip download --no-deps --require-hashes --no-cache-dir -q -d "$WH.tmp" -r "$WH.tmp/verl-test.txt" -r "$WH.tmp/image-pins.txt"; }
+dl || { say "pip download failed; retrying once"; dl; }
 # Only the files the pins name stay (a dropped pin's seeded file would otherwise linger).
 "$PYTHON" - "$WH.tmp" <<'PY'
 import pathlib, re, sys
