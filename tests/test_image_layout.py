@@ -72,3 +72,19 @@ def test_an_import_sends_only_the_layers_the_node_has_not_unpacked(tmp_path):
     assert set(layout.import_files(tmp_path, {chains[0], chains[1], "sha256:" + "f" * 64})) == meta | {rel[2]}
     # snapshots are matched by chain ID, not by a layer's own digest: the same venv on another base is not "had"
     assert set(layout.import_files(tmp_path, {layers[1], layers[2]})) == meta | set(rel)
+
+
+def test_prune_drops_the_image_skopeo_left_unnamed(tmp_path):
+    """skopeo's `copy ... oci:DIR:REF` over an existing REF keeps the old entry in index.json without its name: an
+    import would take that first (stale) image and its 7 GB of blobs would stay."""
+    old, _ = _image(tmp_path, [b"base", b"venv", b"model 0600"])
+    old_entry = json.loads((tmp_path / "index.json").read_text())["manifests"][0]
+    del old_entry["annotations"]
+    manifest, layers = _image(tmp_path, [b"base", b"venv", b"model 0644"])
+    index = json.loads((tmp_path / "index.json").read_text())
+    index["manifests"].insert(0, old_entry)
+    (tmp_path / "index.json").write_text(json.dumps(index))
+    layout.main(["prune", str(tmp_path)])
+    assert [d["digest"] for d in json.loads((tmp_path / "index.json").read_text())["manifests"]] == [manifest]
+    assert not (tmp_path / "blobs/sha256" / old.split(":")[1]).exists()
+    assert layout.manifests(tmp_path)[0]["digest"] == manifest

