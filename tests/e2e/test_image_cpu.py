@@ -163,6 +163,8 @@ def test_cpu_training_pieces(layers, members):
     meta = _read(layers, members, f"{site}/vllm-0.24.0+cpu.dist-info/METADATA").decode()
     assert "Version: 0.24.0+cpu" in meta.splitlines()
     assert f"{site}/vllm/platforms/cpu.py" in members and "opt/venv/lib/libiomp5.so" in members
+    # vLLM CPU's kernels (vllm/_C.abi3.so) link libnuma.so.1: without it the engine core does not start
+    assert any(p.endswith("/libnuma.so.1") for p in members), "libnuma.so.1 (Debian libnuma1) not in the image"
     assert _read(layers, members, f"{site}/grpo-verl-cpu.pth").decode().strip() == "/opt/grpo-launcher/python"
     for name in ("__init__.py", "platform.py", "reward.py", "tiny_model.py"):
         mine = (ROOT / "docker/verl-cpu/grpo_verl_cpu" / name).read_bytes()

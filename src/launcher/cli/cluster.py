@@ -61,12 +61,9 @@ def err(msg: str) -> None:
 
 def spec_total_steps(run_dir) -> int | None:
     """trainer.total_training_steps from a run's saved spec.yaml, if there is one."""
-    import yaml
-
     try:
-        data = yaml.safe_load(run_dir.spec.read_text(encoding="utf-8")) or {}
-        return int(data["trainer"]["total_training_steps"])
-    except (OSError, KeyError, TypeError, ValueError, yaml.YAMLError):
+        return int(run_dir.saved_spec()["trainer"]["total_training_steps"])
+    except (KeyError, TypeError, ValueError):
         return None
 
 

@@ -75,11 +75,6 @@ def gpus_per_pod(spec: ExperimentSpec) -> int:
     return int(getattr(spec.resources, "gpus_per_node", 0) or 0)
 
 
-def pod_selector(spec: ExperimentSpec) -> dict[str, str]:
-    """The GPU pods' single-valued node labels as rendered (scheduling.node_selector wins over the GPU preset)."""
-    return {r.key: r.values[0] for r in gpu_pod_requirements(spec) if len(r.values) == 1}
-
-
 def _scheme_keys(spec: ExperimentSpec) -> list[str]:
     res = spec.resources
     keys = [k if k != G.GFD_PRODUCT_LABEL else res.gpu_product_label for k in G.keys(res.gpu_label_scheme)]

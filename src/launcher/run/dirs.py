@@ -52,6 +52,15 @@ class RunDir:
     def pod_log(self, pod: str) -> Path:
         return self.logs / f"{pod}.log"
 
+    def saved_spec(self) -> dict:
+        """The run's spec.yaml as data; {} when it has none or it cannot be read."""
+        import yaml
+
+        try:
+            return yaml.safe_load(self.spec.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError):
+            return {}
+
     def ensure(self) -> RunDir:
         self.logs.mkdir(parents=True, exist_ok=True)
         return self

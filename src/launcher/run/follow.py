@@ -539,7 +539,7 @@ class LogFollower:
         entry = record_node(self.kube, self.run_dir.path, pod)
         if entry is not None and entry["simulated"] is not None:
             kind = "KWOK fake" if entry["simulated"] else "real"
-            what = placement.headline(entry["simulated"], tiny_cpu=placement.tiny_cpu(self._spec()))
+            what = placement.headline(entry["simulated"], tiny_cpu=placement.tiny_cpu(self.run_dir.saved_spec()))
             self.notice(f"[{J.short_name(pod, self.ref.name)}] on {kind} node {entry['node']}: {what[0].upper()}{what[1:]}")
         self._register_log(f"{md['name']}.log")
         pf = PodFollower(self, pod, container)
@@ -547,15 +547,6 @@ class LogFollower:
             pf.finish.set()
         self.followers[uid] = pf
         pf.start()
-
-    def _spec(self) -> dict | None:
-        """The run's saved spec (spec.yaml), or None when it has none or it cannot be read."""
-        import yaml
-
-        try:
-            return yaml.safe_load(self.run_dir.spec.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
-            return None
 
     def _register_log(self, fname: str) -> None:
         """Record a raw log's length before its follower first reads: a launcher killed in its first delivery

@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from launcher.spec.gpu import GPU_PRODUCTS
 from launcher.spec.names import HASH_LEN
 
 # Sections added after configs were already being hashed: left out of the canonical form (`canonical_data`) while
@@ -30,17 +29,6 @@ class DataDerived:
         return self.val_files or f"{self.dir}/test.parquet"
 
 
-class AlgorithmDerived:
-    """What the algorithm section implies. (`model.AlgorithmSpec`.)"""
-
-    __slots__ = ()
-
-    @property
-    def needs_reference(self) -> bool:
-        """verl creates a reference-policy worker only when a KL term is used."""
-        return self.use_kl_in_reward or self.use_kl_loss
-
-
 class TrainerDerived:
     """The trainer section's derived values. (`model.TrainerSpec`.)"""
 
@@ -57,10 +45,6 @@ class ResourcesDerived:
     __slots__ = ()
 
     @property
-    def total_gpus(self) -> int:
-        return self.nodes * self.gpus_per_node
-
-    @property
     def workers_per_node(self) -> int:
         """Data-parallel workers per pod for verl's batch arithmetic: its GPUs, or 1 for a CPU-only pod.
 
@@ -72,11 +56,6 @@ class ResourcesDerived:
     @property
     def cpu_only(self) -> bool:
         return self.gpus_per_node == 0
-
-    @property
-    def gpu_product(self) -> str | None:
-        """The gfd product label value of gpu_type (None: any GPU, or a type gfd does not know)."""
-        return GPU_PRODUCTS.get(self.gpu_type) if self.gpu_type else None
 
 
 class ExperimentDerived:

@@ -108,11 +108,6 @@ SCHEME_DOCS = {
 }
 
 
-def types_for(scheme: str) -> list[str]:
-    """The GPU types a scheme can select, in table order."""
-    return list(TABLE.get(scheme, {}))
-
-
 def requirements(scheme: str, gpu_type: str | None, product_label: str = GFD_PRODUCT_LABEL) -> tuple[Requirement, ...]:
     """The node labels a pod for `gpu_type` requires on `scheme`; () for `gpu_type` None (any GPU node).
 

@@ -22,7 +22,6 @@ from typing import Annotated, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints
 
 from launcher.spec.derived import (
-    AlgorithmDerived,
     DataDerived,
     ExperimentDerived,
     ResourcesDerived,
@@ -122,7 +121,7 @@ class DataSpec(DataDerived, _Model):
 
 
 
-class AlgorithmSpec(AlgorithmDerived, _Model):
+class AlgorithmSpec(_Model):
     """GRPO and its knobs (verl's `algorithm.*` and the actor's KL/entropy terms)."""
 
     adv_estimator: Literal["grpo"] = Field("grpo", description="Advantage estimator; this tool runs GRPO.")
