@@ -20,8 +20,10 @@ NODE_LABEL_KEY=grpo.launcher.io/node-kind; NODE_LABEL_VALUE=real
 NODE_TAINT=grpo.launcher.io/real-node=true:NoSchedule
 KPROXY_HEALTHZ_PORT=${GRPO_KPROXY_HEALTHZ_PORT:-16256}; KPROXY_METRICS_PORT=${GRPO_KPROXY_METRICS_PORT:-16249}
 COREDNS_HEALTH_PORT=${GRPO_COREDNS_HEALTH_PORT:-16280}; COREDNS_READY_PORT=${GRPO_COREDNS_READY_PORT:-16281}
-# Container-log rotation, small on purpose: the follow tests prove no metric line is lost across rotations.
-CONTAINER_LOG_MAX_SIZE=${GRPO_CONTAINER_LOG_MAX_SIZE:-16Ki}
+# Container-log rotation, small on purpose (the kubelet's default is 10Mi): the follow tests prove no metric line is
+# lost across rotations. Not smaller: the kubelet's follow stream can miss lines written between its last read of a
+# file and the rotation (a real 25-step verl run rotated ~25 times at 16Ki and lost one step line).
+CONTAINER_LOG_MAX_SIZE=${GRPO_CONTAINER_LOG_MAX_SIZE:-256Ki}
 CONTAINER_LOG_MAX_FILES=${GRPO_CONTAINER_LOG_MAX_FILES:-3}
 DNS_NODE_IP=10.244.0.1                              # CoreDNS listens on node 0's IP
 

@@ -26,6 +26,7 @@ CPU_ENV = {
     "LD_PRELOAD": "/opt/venv/lib/libiomp5.so",
     "VLLM_CPU_KVCACHE_SPACE": "1",
     "TORCHDYNAMO_DISABLE": "1",
+    "TQ_NUM_THREADS": "2",  # the pod's CPUs (PROBE): TransferQueue's 8 would warn on every transfer
 }
 ROLES = ("single-node", "ray-head", "ray-worker", "ray-job-driver")
 
@@ -66,6 +67,8 @@ def test_kv_cache_and_dynamo_are_defaults_the_spec_env_may_change():
     delta = E.env_for(CPU, env, probe=PROBE)
     assert "VLLM_CPU_KVCACHE_SPACE" not in delta and "TORCHDYNAMO_DISABLE" not in delta
     assert E.cpu_training_env(env)["VLLM_CPU_KVCACHE_SPACE"] == "4"
+    assert E.cpu_training_env({"TQ_NUM_THREADS": "6"}, cpus=2)["TQ_NUM_THREADS"] == "6"
+    assert E.cpu_training_env({}, cpus=0)["TQ_NUM_THREADS"] == "1"
     # ...and so they are not reserved: `env:` may set them; the platform selection is the launcher's own
     load_spec(EXP3_CPU, ["env=[{name: VLLM_CPU_KVCACHE_SPACE, value: '4'}, {name: LD_PRELOAD, value: /x.so}]"])
     assert {"VERL_USE_EXTERNAL_MODULES", "VERL_PLATFORM"} <= RESERVED_ENV

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from scipy import stats as sps
 
 from launcher.report.build import analyze, dumps
+from launcher.report.markdown import render
 from launcher.report.load import load_run, parse_metrics
 from launcher.report.stats import PEARSON_PAIR
 
@@ -252,3 +253,24 @@ def test_infinite_values_recorded_by_the_sink_are_named(tmp_path):
     note = next(n for n in doc["notes"] if "metrics.meta.json" in n)
     assert "2 logged value(s)" in note and "step 1 actor/grad_norm = inf" in note
     assert doc["windows"]["all"]["metrics"][SCORE]["n"] == 1
+
+
+def test_score_trend_is_the_least_squares_slope_with_its_t_interval(tmp_path):
+    rows = [{"step": i, SCORE: 0.01 * i + (0.003 if i % 2 else -0.003)} for i in range(1, 26)]
+    rows[4][SCORE] = float("nan")  # a step without the score is left out
+    doc = analyze(load_run(write_run(tmp_path / "up", rows)), warmup_steps=1)
+    tr = doc["trend"]
+    x = np.array([r["step"] for r in rows if not math.isnan(r[SCORE])], dtype=float)
+    y = np.array([r[SCORE] for r in rows if not math.isnan(r[SCORE])])
+    fit = sps.linregress(x, y)
+    half = sps.t.ppf(0.975, len(x) - 2) * fit.stderr
+    assert tr["n"] == 24 and tr["slope_per_step"] == pytest.approx(fit.slope)
+    assert tr["ci95"] == pytest.approx([fit.slope - half, fit.slope + half])
+    assert tr["direction"] == "rising"
+    assert f"**Score trend: rising**, {fit.slope:+.4g} per step over 24 steps" in render(doc, {})
+    down = analyze(load_run(write_run(tmp_path / "down", [{"step": r["step"], SCORE: -r[SCORE]} for r in rows])), 1)
+    assert down["trend"]["direction"] == "falling"
+    noisy = [{"step": i, SCORE: [0.1, 0.9, 0.2, 0.8][i % 4]} for i in range(1, 13)]
+    assert analyze(load_run(write_run(tmp_path / "flat", noisy)), 1)["trend"]["direction"] == "flat"
+    few = analyze(load_run(write_run(tmp_path / "few", rows[:2])), 1)["trend"]
+    assert few["slope_per_step"] is None and "at least 3" in few["note"]

@@ -150,7 +150,7 @@ def test_reserved_names_cover_everything_the_launcher_sets():
     # caches and TOKENIZERS_PARALLELISM honour a value already in the pod: they are the user's to set; so do CPU
     # training's KV cache size and dynamo switch, and its LD_PRELOAD keeps the pod's own preload
     user_settable = {"XDG_CACHE_HOME", "TRITON_CACHE_DIR", "TOKENIZERS_PARALLELISM", "LD_PRELOAD",
-                     "VLLM_CPU_KVCACHE_SPACE", "TORCHDYNAMO_DISABLE"}
+                     "VLLM_CPU_KVCACHE_SPACE", "TORCHDYNAMO_DISABLE", "TQ_NUM_THREADS"}
     missing = {n for n in (rendered - user) | (entry - user_settable)
                if n not in RESERVED_ENV and not n.startswith(RESERVED_ENV_PREFIX)}
     assert not missing, f"add to spec.RESERVED_ENV: {sorted(missing)}"

@@ -99,7 +99,7 @@ def verl_argv(spec: ExperimentSpec, role: E.Role, *, cpus: int, mode: str, model
     if role == "ray-job-driver" and spec.cpu_training:
         # KubeRay starts the worker pods' raylets, not this entrypoint: the verl CPU platform's environment reaches
         # the actors there through the job's runtime_env (multi-node PyTorchJob/TrainJob raylets inherit it).
-        argv += E.runtime_env_overrides(E.cpu_training_env(env))
+        argv += E.runtime_env_overrides(E.cpu_training_env(env, cpus))
     return argv
 
 

@@ -29,8 +29,10 @@ Choices (see also the module docstrings of `runner` and `ray_cluster`):
   loads the venv's Intel OpenMP (`$VIRTUAL_ENV/lib/libiomp5.so`) for vLLM's CPU kernels, ahead of a preload
   the pod already has; `VLLM_CPU_KVCACHE_SPACE=1` (GiB: vLLM CPU sizes its KV cache from it, not from
   gpu_memory_utilization); `TORCHDYNAMO_DISABLE=1`, because vLLM CPU's sampler and verl's entropy are
-  `torch.compile`d and Inductor needs a C++ compiler at run time, which the image does not have. The last two
-  are defaults: a value already set in the pod (the spec's `env:`) wins.
+  `torch.compile`d and Inductor needs a C++ compiler at run time, which the image does not have;
+  `TQ_NUM_THREADS` = the pod's CPUs: verl's TransferQueue asks torch for 8 threads per transfer and warns on every
+  one where the host has fewer cores (1,250 warnings in a 25-step run, enough console to make the kubelet
+  rotate the log many times). The last three are defaults: a value already set in the pod (the spec's `env:`) wins.
 """
 
 from __future__ import annotations
@@ -185,7 +187,7 @@ def env_for(
     if spec.model.offline:
         env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     if spec.cpu_training:
-        env.update(cpu_training_env(container_env))
+        env.update(cpu_training_env(container_env, probe.cpus))
     if "file" in spec.trainer.logger:
         # Every role: verl's TaskRunner actor (which opens the file) may be placed on any Ray node,
         # and a raylet's workers inherit the environment of the `ray start` that launched it.
@@ -201,8 +203,8 @@ def env_for(
     return {k: v for k, v in env.items() if container_env.get(k) != v}
 
 
-def cpu_training_env(container_env: Mapping[str, str]) -> dict[str, str]:
-    """What verl's GRPO trainer needs on CPU-only pods in the CPU image (see the module docstring)."""
+def cpu_training_env(container_env: Mapping[str, str], cpus: int = 1) -> dict[str, str]:
+    """What verl's GRPO trainer needs on CPU-only pods in the CPU image (see the module docstring); `cpus`: the pod's."""
     venv = (container_env.get("VIRTUAL_ENV") or DEFAULT_VENV).rstrip("/")
     iomp = f"{venv}/{IOMP_LIBRARY}"
     preload = [p for p in re.split(r"[:\s]+", container_env.get("LD_PRELOAD", "")) if p]
@@ -212,6 +214,7 @@ def cpu_training_env(container_env: Mapping[str, str]) -> dict[str, str]:
         "LD_PRELOAD": ":".join([iomp, *(p for p in preload if p != iomp)]),
         "VLLM_CPU_KVCACHE_SPACE": container_env.get("VLLM_CPU_KVCACHE_SPACE") or "1",
         "TORCHDYNAMO_DISABLE": container_env.get("TORCHDYNAMO_DISABLE") or "1",
+        "TQ_NUM_THREADS": container_env.get("TQ_NUM_THREADS") or str(max(1, cpus)),
     }
 
 

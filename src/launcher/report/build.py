@@ -63,7 +63,8 @@ def expected_gpus(spec: dict | None) -> int | None:
 def analyze(run: Run, warmup_steps: int = 1) -> dict:
     """The `report.json` document for `run` (see ARCHITECTURE.md and the report issue's contract).
 
-    Beyond the contract it carries: `schema_version`, `run`, `config`, `zero_signal_fraction`,
+    Beyond the contract it carries: `schema_version`, `run`, `config`, `trend` (the score's slope per step over
+    every training step, with its 95% interval), `zero_signal_fraction`,
     `throughput` (definitions and GPU counts), `validation`, `execution` (where the pods ran and whether
     the run was simulated on KWOK fake nodes), `notes` (what could not be computed), `sections` (extra
     sections' data), and a `note` on each Pearson entry.
@@ -103,6 +104,7 @@ def analyze(run: Run, warmup_steps: int = 1) -> dict:
         "warmup_steps": warmup_steps,
         "windows": {name: stats.window_stats(w, keys) for name, w in windows.items()},
         "pearson": {name: {stats.PEARSON_PAIR: stats.pearson(w.rows)} for name, w in windows.items()},
+        "trend": stats.trend(training),
     }
 
     gpus_implied = stats.implied_gpus(training)

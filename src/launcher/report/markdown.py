@@ -179,6 +179,13 @@ def render(doc: Mapping, plots: Mapping[str, str], sections: Sequence[Any] = ())
         s, a = stat_of(steady, key), stat_of(all_, key)
         add(f"| {label} (`{key}`) | {_pm(s)} | {_range(s)} | {s.get('n', 0)} | {_pm(a)} | {a.get('n', 0)} |")
     add("")
+    tr = doc.get("trend") or {}
+    if tr.get("slope_per_step") is not None:
+        lo, hi = tr["ci95"]
+        add(f"**Score trend: {tr['direction']}**, {tr['slope_per_step']:+.4g} per step over {tr['n']} steps (95% "
+            f"interval [{lo:+.4g}, {hi:+.4g}]; least squares on every training step; `{tr['key']}`).\n")
+    elif tr:
+        add(f"Score trend: {tr.get('note')}.\n")
 
     # Throughput ---------------------------------------------------------------------------
     tp = doc.get("throughput") or {}

@@ -1,4 +1,4 @@
-"""Window statistics, total throughput and the score~clip-ratio correlation (numpy only).
+"""Window statistics, total throughput, the score trend and the score~clip-ratio correlation.
 
 Conventions (they are part of the `report.json` contract):
 - A window's statistics use only finite values: JSON null (NaN), missing keys and ±inf are left out,
@@ -185,4 +185,29 @@ def pearson(rows: Sequence[dict[str, float]], x_key: str = SCORE_KEY, y_key: str
     elif ci[0] <= 0 <= ci[1]:
         notes.append("the 95% interval includes 0: no evidence of a linear relation")
     out["note"] = "; ".join(notes) or None
+    return out
+
+
+def trend(rows: Sequence[dict[str, float]], key: str = SCORE_KEY) -> dict:
+    """The least-squares slope of `key` per training step over the steps where it is finite, with its 95% interval
+    (Student t on the slope's standard error, scipy.stats.linregress) and `direction`: "rising" or "falling" when
+    the interval excludes 0, else "flat"; null figures and a `note` below 3 steps or for a constant metric."""
+    from scipy import stats as st
+
+    x, y = np.array([float(r["step"]) for r in rows]), column(rows, key)
+    ok = np.isfinite(y)
+    x, y = x[ok], y[ok]
+    n = int(x.size)
+    out: dict = {"key": key, "slope_per_step": None, "ci95": None, "n": n, "direction": None, "note": None}
+    if n < 3 or np.ptp(x) == 0:
+        out["note"] = f"not computed: {n} step(s) with {key}; at least 3 are needed"
+        return out
+    if np.ptp(y) == 0:
+        out.update(slope_per_step=0.0, ci95=[0.0, 0.0], direction="flat", note=f"{key} is constant")
+        return out
+    fit = st.linregress(x, y)
+    half = float(st.t.ppf(0.975, n - 2) * fit.stderr)
+    lo, hi = fit.slope - half, fit.slope + half
+    out.update(slope_per_step=float(fit.slope), ci95=[float(lo), float(hi)],
+               direction="rising" if lo > 0 else "falling" if hi < 0 else "flat")
     return out

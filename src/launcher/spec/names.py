@@ -51,8 +51,8 @@ RESERVED_ENV: frozenset[str] = frozenset({
     "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_RUN_ID", "MLFLOW_TRACKING_USERNAME",
     "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "TENSORBOARD_DIR", "WANDB_PROJECT", "WANDB_ENTITY",
     "WANDB_BASE_URL", "WANDB_NAME", "WANDB_RUN_ID", "WANDB_RESUME", "WANDB_DIR",
-    # entrypoint.environment.env_for (CPU training: the verl CPU platform; LD_PRELOAD, VLLM_CPU_KVCACHE_SPACE and
-    # TORCHDYNAMO_DISABLE are not here: env_for keeps or extends what the pod already has)
+    # entrypoint.environment.env_for (CPU training: the verl CPU platform; LD_PRELOAD, VLLM_CPU_KVCACHE_SPACE,
+    # TORCHDYNAMO_DISABLE and TQ_NUM_THREADS are not here: env_for keeps or extends what the pod already has)
     "RAY_USAGE_STATS_ENABLED", "RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES", "RAY_AUTH_MODE",
     "VERL_USE_EXTERNAL_MODULES", "VERL_PLATFORM",
     # set by the operators for the entrypoint (training-operator, KubeRay's `ray job submit`, Kubeflow

@@ -1,0 +1,131 @@
+"""Real verl GRPO training on the local cluster's real nodes: configs/grpo-exp3-cpu.yaml, nothing simulated.
+
+verl 0.9.1's own trainer runs in the CPU image (vLLM's CPU build, the project's verl CPU platform, the built-in tiny
+Qwen2): rollout, reward, GRPO advantages, the FSDP2 update and the weight sync, on every backend. The launcher's
+`metrics.jsonl` (parsed from the pods' console lines) is checked against verl's own file logger, read from the run's
+volume (a hostPath PersistentVolume, so it outlives the pods): every step, every key, same values.
+"""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+import kwok_support as ks
+import realnode as rn
+from launcher_helpers import rows, run_launcher
+
+pytestmark = [pytest.mark.cluster, pytest.mark.realnode]
+
+CONFIG = str(ks.REPO_ROOT / "configs" / "grpo-exp3-cpu.yaml")
+
+
+@pytest.fixture(scope="module")
+def real_node(kube_cluster):
+    rn.ensure_real_node(kube_cluster)
+    return kube_cluster
+
+
+CLAIM = "grpo-run-volume"
+
+
+@pytest.fixture
+def run_volume(real_node, namespace):
+    """The run's volume (storage.claim_name): a PVC bound to a static hostPath PV (no provisioner here), so verl's
+    own files outlive the pods. The kubelet tears down a finished pod's emptyDir; this directory stays, and both real
+    nodes (one host) mount the same one, as a ReadWriteMany volume would be. The pods run as uid 1000."""
+    host = Path(f"/tmp/{namespace}-volume")
+    host.mkdir(mode=0o777)
+    host.chmod(0o777)
+    pv = f"{namespace}-volume"
+    real_node.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "PersistentVolume",
+         "metadata": {"name": pv, "labels": {ks.E2E_NAMESPACE_LABEL: namespace}},
+         "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
+                  "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": str(host)},
+                  "claimRef": {"namespace": namespace, "name": CLAIM}}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": CLAIM, "namespace": namespace},
+         "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": pv,
+                  "resources": {"requests": {"storage": "10Gi"}}}}]}))
+    ks.wait_for(lambda: real_node.kubectl("-n", namespace, "get", "pvc", CLAIM, "-o", "jsonpath={.status.phase}")
+                .stdout == "Bound", timeout=60, what=f"pvc {CLAIM} bound")
+    yield host
+    real_node.kubectl("delete", "pv", pv, "--wait=false", check=False)
+    shutil.rmtree(host, ignore_errors=True)
+
+
+def file_logger_rows(volume: Path) -> list[dict]:
+    """verl's FileLogger records (`{"step": N, "data": {...}}` per line), from the run's volume: the entrypoint points
+    VERL_FILE_LOGGER_PATH at <checkpoint path>/metrics/<pod>.jsonl; only the pod that runs verl's driver writes one."""
+    found: list[dict] = []
+    for path in sorted(volume.glob("checkpoints/**/metrics/*.jsonl")):
+        found += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return found
+
+
+def same(a: object, b: object) -> bool:
+    """The launcher's value `a` against verl's file logger's `b` (orjson writes NaN as null)."""
+    if b is None:
+        return a is None or (isinstance(a, float) and math.isnan(a))
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9) or (math.isnan(a) and math.isnan(b))
+    return a == b
+
+
+def slope(values: list[float]) -> float:
+    n = len(values)
+    mx, my = (n - 1) / 2, sum(values) / n
+    return sum((i - mx) * (v - my) for i, v in enumerate(values)) / sum((i - mx) ** 2 for i in range(n))
+
+
+@pytest.mark.parametrize("backend,nodes,steps", [
+    ("pytorchjob", 1, 25),   # the whole experiment: its score must rise
+    ("pytorchjob", 2, 3),    # FSDP across two pods over gloo
+    ("rayjob", 2, 3),        # head + worker on two nodes
+    ("trainjob", 2, 3),      # Trainer v2: JobSet, 2 nodes
+])
+def test_grpo_exp3_cpu_trains_for_real(real_node, namespace, run_volume, tmp_path, backend, nodes, steps):
+    from launcher.spec.load import load_spec
+
+    info, ns, runs = real_node, namespace, tmp_path / "runs"
+    sets = [f"backend={backend}", f"resources.nodes={nodes}", f"trainer.total_training_steps={steps}",
+            f"trainer.total_epochs={math.ceil(steps / 3)}", f"storage.claim_name={CLAIM}"]
+    spec = load_spec(CONFIG, [f"scheduling.namespace={ns}", *sets])
+    rc, out, err = run_launcher(["submit", CONFIG, "-n", ns, "--follow", *[a for s in sets for a in ("--set", s)]],
+                                info, runs, timeout=3600)
+    run = runs / spec.job_name
+    logs = {p.stem: p.read_text(errors="replace") for p in sorted((run / "logs").glob("*.log"))}
+    assert rc == 0, f"{err[-3000:]}\nlogs: {json.dumps({k: v[-3000:] for k, v in logs.items()})}"
+    assert "Real training (tiny model on CPU)" in err + out, (err + out)[-2000:]
+
+    # verl's own console lines, parsed by the launcher: one row per real step
+    mine = rows(run)
+    assert [r["step"] for r in mine] == list(range(1, steps + 1)), [r["step"] for r in mine]
+    # ...equal to verl's own file logger of the same run, for every step and every key
+    verl = file_logger_rows(run_volume)
+    assert [r["step"] for r in verl] == list(range(1, steps + 1)), [r["step"] for r in verl]
+    for m, v in zip(mine, verl):
+        data = v["data"]
+        assert set(data) <= set(m) | {"step"}, sorted(set(data) - set(m))
+        diff = {k: (m.get(k), x) for k, x in data.items() if not same(m.get(k), x)}
+        assert not diff, (m["step"], diff)
+    assert "actor/entropy" in mine[0] and "critic/score/mean" in mine[0], sorted(mine[0])
+
+    rc, out, err = run_launcher(["report", str(run)], info, runs, timeout=300)
+    assert rc == 0, err
+    report = json.loads((run / "report.json").read_text())
+    md = (run / "report.md").read_text()
+    assert report["execution"]["simulated"] is False
+    assert report["execution"]["headline"] == "real training (tiny model on CPU)"
+    assert md.splitlines()[0].startswith("# Real training (tiny model on CPU)")
+    assert "simulated" not in md.splitlines()[0].lower()
+    if steps >= 25:
+        scores = [r["critic/score/mean"] for r in mine]
+        assert slope(scores) > 0, scores
+        # ...and the report's trend figure says so
+        assert report["trend"]["direction"] == "rising", report["trend"]
+        assert "**Score trend: rising**" in md
+        assert sum(scores[-5:]) > sum(scores[:5]), scores
