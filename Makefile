@@ -4,7 +4,8 @@ SHELL := /bin/bash
 PY ?= python3
 VENV ?= .venv
 VPY := $(VENV)/bin/python
-CONFIG ?= configs/grpo-exp3.yaml
+# `make run CONFIG=...` runs that config; unset, hack/run-main-job.sh picks grpo-exp3-cpu (real node) or grpo-exp3.
+CONFIG ?=
 # pytest-xdist workers for the tests that need no cluster. `make test` runs them beside the cluster tests, which mostly
 # wait on pods and controllers (load average 0.6-0.9 on CI's 2 cores): one worker, so the e2e tests keep a core.
 TEST_WORKERS ?= 1
@@ -67,7 +68,7 @@ golden: setup ## Regenerate tests/golden/ after an intended rendering change (re
 	UPDATE_GOLDEN=1 $(VPY) -m pytest -q tests/render/test_render_golden.py -k test_golden
 
 .PHONY: run
-run: ## Run grpo-exp3 end to end, installing the rest (embedded cluster if KUBECONFIG is unset: needs Go 1.26+, npm)
+run: ## Run the main job end to end, installing the rest: grpo-exp3-cpu for real on the embedded cluster's real node (KUBECONFIG unset; needs Go 1.26+, npm), else grpo-exp3; CONFIG=... to choose
 	# Prerequisites first: a missing Go or npm is reported before anything is installed or built.
 	PY=$(PY) hack/run-main-job.sh --check-prereqs
 	$(MAKE) setup

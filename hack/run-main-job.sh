@@ -88,8 +88,12 @@ export KUBECONFIG
 
 if [ -z "$reason" ]; then
   CONFIG=${1:-configs/grpo-exp3-cpu.yaml}
-  echo "== Real training (tiny model on CPU): $CONFIG runs verl's GRPO trainer for real on the embedded cluster's real node"
-  echo "   (a tiny random Qwen2 on CPU: real in every mechanism, not comparable to grpo-exp3's GPU numbers)"
+  if [ -z "${1:-}" ]; then
+    echo "== Real training (tiny model on CPU): $CONFIG runs verl's GRPO trainer for real on the embedded cluster's real node"
+    echo "   (a tiny random Qwen2 on CPU: real in every mechanism, not comparable to grpo-exp3's GPU numbers)"
+  else  # the follower says, as each pod starts, whether it trains for real or on a KWOK fake node
+    echo "== $CONFIG on the embedded cluster: real nodes for pods that select them, KWOK fake A100 nodes otherwise"
+  fi
   # What the main job needs, built at once: the control plane and the real node (Go, CPU-bound) beside the CPU image
   # (mostly downloads and unpacking). Kueue, Trainer v2 and Flux are not built.
   make -s -j3 --output-sync=target cluster-build node-build image-cpu tools
