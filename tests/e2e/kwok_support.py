@@ -297,3 +297,19 @@ def wait_for(predicate: Callable[[], object], timeout: float, interval: float = 
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
         time.sleep(interval)
+
+
+def bound_hostpath_claim(info: ClusterInfo, ns: str, claim: str, pv: str, host_path: str, *,
+                         size: str = "1Gi", access: str = "ReadWriteOnce") -> None:
+    """A PVC `claim` in `ns` bound to a static hostPath PV `pv` (the local cluster has no provisioner), labelled for
+    the namespace's clean-up. On the real nodes (one host) every pod mounting it sees the same directory."""
+    info.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv, "labels": {E2E_NAMESPACE_LABEL: ns}},
+         "spec": {"capacity": {"storage": size}, "accessModes": [access], "storageClassName": "",
+                  "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": host_path},
+                  "claimRef": {"namespace": ns, "name": claim}}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": ns},
+         "spec": {"accessModes": [access], "storageClassName": "", "volumeName": pv,
+                  "resources": {"requests": {"storage": size}}}}]}))
+    wait_for(lambda: info.kubectl("-n", ns, "get", "pvc", claim, "-o", "jsonpath={.status.phase}").stdout == "Bound",
+             timeout=60, what=f"pvc {claim} bound")

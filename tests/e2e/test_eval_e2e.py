@@ -22,18 +22,9 @@ CLAIM = "grpo-ckpt"
 
 
 def _bound_claim(kube_cluster, ns: str) -> str:
-    """A PVC bound to a static hostPath PV (no provisioner in the test cluster), as the eval pod mounts one."""
+    """A PVC bound to a static hostPath PV, as the eval pod mounts one."""
     pv = f"{ns}-ckpt"
-    kube_cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv, "labels": {ks.E2E_NAMESPACE_LABEL: ns}},
-         "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
-                  "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": f"/tmp/{pv}"},
-                  "claimRef": {"namespace": ns, "name": CLAIM}}},
-        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": CLAIM, "namespace": ns},
-         "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": pv,
-                  "resources": {"requests": {"storage": "1Gi"}}}}]}))
-    ks.wait_for(lambda: kube_cluster.kubectl("-n", ns, "get", "pvc", CLAIM, "-o", "jsonpath={.status.phase}")
-                .stdout == "Bound", timeout=60, what=f"pvc {CLAIM} bound")
+    ks.bound_hostpath_claim(kube_cluster, ns, CLAIM, pv, f"/tmp/{pv}")
     return pv
 
 

@@ -42,17 +42,7 @@ def run_volume(real_node, namespace):
     host.mkdir(mode=0o777)
     host.chmod(0o777)
     pv = f"{namespace}-volume"
-    real_node.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "v1", "kind": "PersistentVolume",
-         "metadata": {"name": pv, "labels": {ks.E2E_NAMESPACE_LABEL: namespace}},
-         "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
-                  "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": str(host)},
-                  "claimRef": {"namespace": namespace, "name": CLAIM}}},
-        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": CLAIM, "namespace": namespace},
-         "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": pv,
-                  "resources": {"requests": {"storage": "10Gi"}}}}]}))
-    ks.wait_for(lambda: real_node.kubectl("-n", namespace, "get", "pvc", CLAIM, "-o", "jsonpath={.status.phase}")
-                .stdout == "Bound", timeout=60, what=f"pvc {CLAIM} bound")
+    ks.bound_hostpath_claim(real_node, namespace, CLAIM, pv, str(host), size="10Gi", access="ReadWriteMany")
     yield host
     real_node.kubectl("delete", "pv", pv, "--wait=false", check=False)
     shutil.rmtree(host, ignore_errors=True)
