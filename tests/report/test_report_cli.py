@@ -149,6 +149,21 @@ def test_edge_runs_do_not_crash_and_say_what_is_missing(tmp_path):
     assert (run / "score.png").is_file()
 
 
+def test_steps_missing_from_the_log_are_named(tmp_path):
+    """A step line the kubelet dropped at a log rotation leaves a hole: the report names it, once."""
+    run = make_run_dir(tmp_path / "r", n=8)
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows if r["step"] not in (4, 6)))
+    assert main(["report", str(run)]) == 0
+    notes = json.loads((run / "report.json").read_text())["notes"]
+    hole = [n for n in notes if "no metrics line" in n]
+    assert len(hole) == 1 and "2 training step(s) between 1 and 8" in hole[0] and ": 4, 6 (" in hole[0], notes
+    assert hole[0] in (run / "report.md").read_text()
+    whole = make_run_dir(tmp_path / "w", n=8)
+    assert main(["report", str(whole)]) == 0
+    assert not any("no metrics line" in n for n in json.loads((whole / "report.json").read_text())["notes"])
+
+
 def _pixels_near(img: np.ndarray, hex_color: str, tol: float = 0.08) -> int:
     rgb = np.array([int(hex_color[i : i + 2], 16) / 255 for i in (1, 3, 5)])
     return int((np.abs(img[..., :3] - rgb).max(axis=-1) < tol).sum())

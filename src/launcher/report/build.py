@@ -40,6 +40,24 @@ SectionProvider = Callable[[Run, dict], "Section | None"]
 SECTION_PROVIDERS: list[SectionProvider] = []
 
 
+def missing_steps_note(training: list[dict]) -> list[str]:
+    """A note naming the training steps between the first and the last one logged that have no row.
+
+    verl logs every step, so a hole is a lost line: the kubelet can drop lines when it rotates a
+    container's log while a follow stream reads it (its race; the launcher cannot read a rotated file
+    back through the API). Saying which steps are missing beats plotting over them silently.
+    """
+    steps = sorted({int(r["step"]) for r in training})
+    if not steps:
+        return []
+    missing = sorted(set(range(steps[0], steps[-1] + 1)) - set(steps))
+    if not missing:
+        return []
+    shown = ", ".join(map(str, missing[:20])) + (" ..." if len(missing) > 20 else "")
+    return [f"{len(missing)} training step(s) between {steps[0]} and {steps[-1]} have no metrics line in the pod "
+            f"logs read: {shown} (a line the kubelet dropped while rotating a container log, or a log cut short); "
+            "their figures are missing from the tables and plots"]
+
 def _jsonable(obj: Any) -> Any:
     """Replace NaN/inf with None recursively: `report.json` must be strict JSON (no NaN tokens)."""
     if isinstance(obj, float):
@@ -83,6 +101,7 @@ def analyze(run: Run, warmup_steps: int = 1) -> dict:
             f"--warmup-steps {warmup_steps} >= the {len(training)} training step(s): the steady window is empty; "
             "steady figures are null"
         )
+    notes += missing_steps_note(training)
     for required in (
         stats.SCORE_KEY,
         stats.CLIP_KEY,
