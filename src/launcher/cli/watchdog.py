@@ -55,21 +55,24 @@ def config_from_args(args: argparse.Namespace):
     return cfg
 
 
-def load_findings(path) -> list[dict]:
-    """The findings already in `findings.jsonl` (unreadable lines skipped)."""
-    out = []
+def _json_lines(path) -> list:
+    """The values of a JSON-lines file (unreadable lines skipped; [] when the file cannot be read)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError:
-        return out
+        return []
+    out = []
     for line in text.splitlines():
         try:
-            obj = json.loads(line)
+            out.append(json.loads(line))
         except ValueError:
             continue
-        if isinstance(obj, dict):
-            out.append(obj)
     return out
+
+
+def load_findings(path) -> list[dict]:
+    """The findings already in `findings.jsonl` (unreadable lines skipped)."""
+    return [obj for obj in _json_lines(path) if isinstance(obj, dict)]
 
 
 def format_finding(f) -> str:
@@ -93,16 +96,7 @@ class WatchSession:
         self.findings: list = []
         seen = [f.get("key") for f in load_findings(run_dir.findings)]
         self.dog = Watchdog(config, seen=[k for k in seen if k])
-        rows = []
-        try:
-            for line in (run_dir.path / JSONL).read_text(encoding="utf-8").splitlines():
-                try:
-                    rows.append(json.loads(line))
-                except ValueError:
-                    pass
-        except OSError:
-            pass
-        self._handle(self.dog.seed(rows, self.clock()))
+        self._handle(self.dog.seed(_json_lines(run_dir.path / JSONL), self.clock()))
 
     # follower callbacks -------------------------------------------------------------------------
 

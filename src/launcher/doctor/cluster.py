@@ -33,8 +33,6 @@ BACKEND_APIS = {
     "trainjob": (("trainer.kubeflow.org", "v1alpha1", "trainjobs"), ("trainer.kubeflow.org", "v1alpha1", "trainingruntimes"),
                  ("jobset.x-k8s.io", "v1alpha2", "jobsets")),
 }
-# Listed for information when served (none besides the backends' own APIs today).
-INFO_APIS: tuple[tuple[str, str], ...] = ()
 KUEUE_GROUP = kueue.GROUP
 KUEUE_VERSIONS = kueue.VERSIONS  # preferred first (launcher.kube.kueue)
 KUEUE_INSTALL = ("kubectl apply --server-side -f https://github.com/kubernetes-sigs/kueue/releases/latest/download/"
@@ -64,16 +62,13 @@ def unreachable(kube, exc: Exception) -> Check:
 
 def check_namespace(kube, spec: ExperimentSpec) -> Check:
     """The experiment's namespace exists (assumed to when Namespace objects cannot be read)."""
-    from launcher.kube import NAMESPACE, ApiError
+    from launcher.kube import FORBIDDEN, NAMESPACE, unless_forbidden
 
     ns = spec.scheduling.namespace
-    try:
-        found = kube.get(NAMESPACE, ns) is not None
-    except ApiError as exc:
-        if exc.status != 403:
-            raise
+    found = unless_forbidden(kube.get, NAMESPACE, ns, default=FORBIDDEN)
+    if found is FORBIDDEN:
         return Check("namespace", OK, f"{ns} (cannot read Namespace objects: assumed to exist)")
-    if not found:
+    if found is None:
         return Check("namespace", FAIL, f"namespace {ns} does not exist",
                      f"kubectl create namespace {ns}, or use another: -n NAMESPACE (scheduling.namespace)")
     return Check("namespace", OK, ns)
@@ -101,7 +96,7 @@ def discover(kube) -> Served:
     """The groups the checks care about, with their resources (one request per served group/version)."""
     groups = kube.api_groups()
     served = Served(groups)
-    wanted = {g for apis in BACKEND_APIS.values() for g, _, _ in apis} | {g for g, _ in INFO_APIS} | {KUEUE_GROUP}
+    wanted = {g for apis in BACKEND_APIS.values() for g, _, _ in apis} | {KUEUE_GROUP}
     for group in sorted(wanted):
         for version in groups.get(group, []):
             served.resources[(group, version)] = kube.api_resources(group, version) or []
@@ -114,12 +109,8 @@ def _api(group: str, version: str, plural: str) -> str:
 
 def check_backend(spec: ExperimentSpec, served: Served) -> Check:
     """The config's backend must be served; the other backends (and TrainJob) are listed for information."""
-    others = []
-    for backend, apis in BACKEND_APIS.items():
-        if backend != spec.backend:
-            others += [_api(*a) for a in apis if served.has(*a)]
-    for group, plural in INFO_APIS:
-        others += [f"{plural}.{group} {v}" for v in served.versions_serving(group, plural)]
+    others = [_api(*a) for backend, apis in BACKEND_APIS.items() if backend != spec.backend
+              for a in apis if served.has(*a)]
     also = f"; also served: {', '.join(others)}" if others else ""
     missing = [a for a in BACKEND_APIS[spec.backend] if not served.has(*a)]
     if not missing:
@@ -137,15 +128,12 @@ def check_backend(spec: ExperimentSpec, served: Served) -> Check:
 def kueue_version(served: Served) -> str | None:
     """The Kueue API version to use for LocalQueue/ClusterQueue, or None when Kueue is not installed."""
     versions = served.versions_serving(KUEUE_GROUP, "localqueues")
-    for v in KUEUE_VERSIONS:
-        if v in versions:
-            return v
-    return versions[0] if versions else None
+    return next((v for v in KUEUE_VERSIONS if v in versions), versions[0] if versions else None)
 
 
 def check_kueue(kube, spec: ExperimentSpec, served: Served) -> Check:
     """Which Kueue versions are served; with scheduling.queue: the LocalQueue and its ClusterQueue exist."""
-    from launcher.kube import ApiError
+    from launcher.kube import FORBIDDEN, ApiError, unless_forbidden
 
     versions = served.versions_serving(KUEUE_GROUP, "localqueues")
     queue = spec.scheduling.queue
@@ -159,11 +147,8 @@ def check_kueue(kube, spec: ExperimentSpec, served: Served) -> Check:
                      f"install Kueue: {KUEUE_INSTALL}; or run without a queue: --set scheduling.queue=null")
     ver = kueue_version(served)
     lq_res = kueue.localqueue(ver)
-    try:
-        lq = kube.get(lq_res, queue, namespace=ns)
-    except ApiError as exc:
-        if exc.status != 403:
-            raise
+    lq = unless_forbidden(kube.get, lq_res, queue, namespace=ns, default=FORBIDDEN)
+    if lq is FORBIDDEN:
         return Check("kueue", WARN, f"kueue.x-k8s.io {', '.join(versions)} served; cannot read LocalQueue {queue} "
                      f"in {ns} (forbidden)", "`launcher rbac` renders the Role with localqueues get/list")
     if lq is None:
@@ -179,11 +164,8 @@ def check_kueue(kube, spec: ExperimentSpec, served: Served) -> Check:
     cq_name = (lq.get("spec") or {}).get("clusterQueue") or ""
     cq_res = kueue.clusterqueue(ver)
     base = f"LocalQueue {queue} in {ns} → ClusterQueue {cq_name or '?'} (kueue.x-k8s.io {', '.join(versions)} served)"
-    try:
-        cq = kube.get(cq_res, cq_name) if cq_name else None
-    except ApiError as exc:
-        if exc.status != 403:
-            raise
+    cq = unless_forbidden(kube.get, cq_res, cq_name, default=FORBIDDEN) if cq_name else None
+    if cq is FORBIDDEN:
         return Check("kueue", OK, f"{base}; ClusterQueue not readable (forbidden), assumed present")
     if cq is None:
         return Check("kueue", FAIL, f"{base}, which does not exist: Kueue will never admit the job",

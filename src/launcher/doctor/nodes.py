@@ -251,20 +251,13 @@ def assess_nodes(spec: ExperimentSpec, nodes: list[dict], pods: list[dict] | Non
 
 def check_nodes(kube, spec: ExperimentSpec) -> Check:
     """`assess_nodes` over the nodes and their non-terminated pods (pods unknown when listing them is forbidden)."""
-    from launcher.kube import NODE, POD, ApiError
+    from launcher.kube import NODE, POD, unless_forbidden
 
     name = "gpu-nodes" if gpus_per_pod(spec) > 0 else "nodes"
-    try:
-        nodes = kube.list(NODE)
-    except ApiError as exc:
-        if exc.status != 403:
-            raise
+    nodes = unless_forbidden(kube.list, NODE)
+    if nodes is None:
         return Check(name, WARN, "cannot list nodes (forbidden): GPU labels, taints and capacity not checked",
                      "`launcher rbac` renders the read-only ClusterRole (nodes list) to ask an admin for")
-    try:
-        pods = kube.list(POD, all_namespaces=True, field_selector="status.phase!=Succeeded,status.phase!=Failed")
-    except ApiError as exc:
-        if exc.status != 403:
-            raise
-        pods = None
+    pods = unless_forbidden(kube.list, POD, all_namespaces=True,
+                            field_selector="status.phase!=Succeeded,status.phase!=Failed")
     return assess_nodes(spec, nodes, pods)

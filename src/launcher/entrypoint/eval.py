@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from launcher.errors import EXIT_BAD_INPUT, LauncherError
-from launcher.spec.contract import attempt_id, done_line, marker_line, question_id, questions_line, questions_payload
+from launcher.spec.contract import attempt_id, done_line, marker_line, question_means, questions_line, questions_payload
 from launcher.spec.model import ExperimentSpec
 from launcher.spec.verl import hydra_value, model_path, verl_overrides
 
@@ -253,13 +253,7 @@ def flexible_scores(rows: Sequence[Mapping]) -> dict[str, float] | None:
     score = _gsm8k_scorer()
     if score is None:
         return None
-    sums: dict[str, list[float]] = {}
-    for row in rows:
-        qid = question_id(str(row.get("input", "")), row.get("gts"))
-        acc = sums.setdefault(qid, [0.0, 0])
-        acc[0] += float(score(str(row.get("output", "")), str(row.get("gts")), method="flexible"))
-        acc[1] += 1
-    return {k: s / n for k, (s, n) in sums.items()}
+    return question_means(rows, lambda row: score(str(row.get("output", "")), str(row.get("gts")), method="flexible"))
 
 
 def say(line: str) -> None:

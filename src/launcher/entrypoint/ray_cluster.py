@@ -84,10 +84,8 @@ class Topology:
         return f"{self.job_name}-master-0" if rank == 0 else f"{self.job_name}-worker-{rank - 1}"
 
 
-# Trainer v2's replicated Job of the trainer nodes (constants.Node) and its default port
-# (constants.ContainerTrainerPort): PET_MASTER_ADDR is `<job>-node-0-0.<job>`.
+# Trainer v2's replicated Job of the trainer nodes (constants.Node): PET_MASTER_ADDR is `<job>-node-0-0.<job>`.
 TRAINJOB_NODE = "node"
-TRAINJOB_MASTER_PORT = "29500"
 
 
 def is_trainjob_env(env: Mapping[str, str]) -> bool:

@@ -39,10 +39,7 @@ def read_scalars(log_dir: str | Path) -> dict[str, dict[int, float]]:
 
     acc = ea.EventAccumulator(str(log_dir), size_guidance={ea.SCALARS: 0, ea.TENSORS: 0})
     acc.Reload()
-    out: dict[str, dict[int, float]] = {}
-    for tag in acc.Tags().get(ea.SCALARS, []):
-        out[tag] = {e.step: e.value for e in acc.Scalars(tag)}
-    return out
+    return {tag: {e.step: e.value for e in acc.Scalars(tag)} for tag in acc.Tags().get(ea.SCALARS, [])}
 
 
 def read_text_tags(log_dir: str | Path) -> set[str]:

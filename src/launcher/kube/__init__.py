@@ -9,6 +9,7 @@ from launcher.kube.client import (
     BATCH_JOB,
     CONFIGMAP,
     EVENT,
+    FORBIDDEN,
     JOB_RESOURCES,
     JOBSET,
     NAMESPACE,
@@ -27,10 +28,11 @@ from launcher.kube.client import (
     WatchExpired,
     WatchStream,
     resource_of,
+    unless_forbidden,
 )
 
 __all__ = [
     "BATCH_JOB", "CONFIGMAP", "EVENT", "JOB_RESOURCES", "JOBSET", "NAMESPACE", "NODE", "POD", "PVC",
     "PYTORCHJOB", "RAYJOB", "TRAININGRUNTIME", "TRAINJOB", "ApiError", "ClusterTimeout", "ClusterUnreachable", "Kube", "Resource", "WatchExpired",
-    "WatchStream", "resource_of",
+    "WatchStream", "resource_of", "FORBIDDEN", "unless_forbidden",
 ]

@@ -54,12 +54,7 @@ class Resource:
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if self.namespaced and namespace:
             base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
-        if name:
-            base += f"/{name}"
-        if sub:
-            base += f"/{sub}"
-        return base
+        return base + "".join(f"/{part}" for part in (self.plural, name, sub) if part)
 
 
 PYTORCHJOB = Resource("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs")
@@ -312,14 +307,7 @@ class Kube:
 
     def api_group_has(self, res: Resource) -> bool:
         """Whether the server serves `res` (its CRD is installed): API discovery, kubectl `api-resources`."""
-        try:
-            out = self.request("GET", f"/apis/{res.group}/{res.version}" if res.group else f"/api/{res.version}",
-                               what=f"discover {res.api_version}")
-        except ApiError as exc:
-            if exc.status in (404, 503):
-                return False
-            raise
-        return any(r.get("name") == res.plural for r in out.get("resources") or [])
+        return res.plural in (self.api_resources(res.group, res.version) or [])
 
     def version(self) -> dict:
         """The server's build info (kubectl `version`): `gitVersion`, `major`, `minor`, ..."""
@@ -382,6 +370,21 @@ class ApiError(ClusterError):
         self.server_message = server_message
         line = _status_line(status, server_message, what, server)
         super().__init__(f"{line} ({hint})" if hint else line)
+
+
+# What `unless_forbidden` returns for a 403 where None already means something (a `get`'s 404).
+FORBIDDEN = object()
+
+
+def unless_forbidden(call, *args, default=None, **kwargs):
+    """`call(*args, **kwargs)` (a `Kube` read), or `default` when the API server answers 403: an optional read
+    (rbac.CALLS) the caller does without."""
+    try:
+        return call(*args, **kwargs)
+    except ApiError as exc:
+        if exc.status != 403:
+            raise
+        return default
 
 
 class WatchExpired(ApiError):

@@ -19,6 +19,7 @@ Steady state costs (per kind, for all runs together): one watch request per `tim
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Callable
@@ -94,10 +95,8 @@ class Informer:
 
     def remove_listener(self, fn: Callable[[], None]) -> None:
         """Undo `add_listener(fn)`; nothing if `fn` is not registered."""
-        try:
+        with contextlib.suppress(ValueError):
             self._listeners.remove(fn)
-        except ValueError:
-            pass
 
     # -- the watch thread -------------------------------------------------------------------------
 
@@ -119,9 +118,8 @@ class Informer:
             self._bump()
 
     def _healthy(self) -> None:
-        if self.failing_since is not None or self.error is not None:
-            self.failing_since = None
-            self.error = None
+        self.failing_since = None
+        self.error = None
 
     def _apply(self, event: dict) -> None:
         kind = event.get("type")

@@ -106,8 +106,7 @@ def job_state(backend: str, obj: dict | None) -> JobState:
     by_type = {c.get("type"): c for c in conds}
     for kind, ok in (("Succeeded", True), ("Failed", False)):
         if kind in by_type:
-            c = by_type[kind]
-            return JobState(kind, True, ok, _cond_text(c), conds)
+            return JobState(kind, True, ok, _cond_text(by_type[kind]), conds)
     if (obj.get("spec") or {}).get("runPolicy", {}).get("suspend") or "Suspended" in by_type:
         return held(_cond_text(by_type.get("Suspended", {})), conds)
     for kind in ("Restarting", "Running"):
@@ -168,15 +167,17 @@ def find_run(kube: Kube, name: str, backends=BACKENDS) -> JobRef:
                    f"with label {L.EXPERIMENT_LABEL}={name})")
 
 
-def list_runs(kube: Kube, experiment: str | None = None, backends=BACKENDS) -> list[JobRef]:
-    """The launcher's jobs in the namespace (optionally of one experiment). Skips a backend whose CRD is absent."""
+def list_runs(kube: Kube, experiment: str | None = None, backends=BACKENDS, *,
+              all_namespaces: bool = False) -> list[JobRef]:
+    """The launcher's jobs in the namespace, or in every one (kubectl get -A: one cluster-wide list per backend),
+    optionally of one experiment. Skips a backend whose CRD is absent."""
     from launcher.kube.client import ApiError
 
     selector = L.OWNED_SELECTOR + (f",{L.EXPERIMENT_LABEL}={experiment}" if experiment else "")
     out = []
     for backend in backends:
         try:
-            items = kube.list(JOB_RESOURCES[backend], selector=selector)
+            items = kube.list(JOB_RESOURCES[backend], selector=selector, all_namespaces=all_namespaces)
         except ApiError as exc:
             if exc.status == 404:  # CRD not installed: no runs of that backend
                 continue
@@ -247,7 +248,6 @@ def short_name(pod: dict, job: str) -> str:
         return f"node-{labels[COMPLETION_INDEX]}"
     if name.startswith(job + "-"):
         rest = name[len(job) + 1:]
-        labels = (pod.get("metadata") or {}).get("labels") or {}
         if RAY_CLUSTER_LABEL in labels and "-" in rest:  # <job>-<5 chars>-head-<5 chars>: drop the cluster suffix
             head, _, tail = rest.partition("-")
             return tail if len(head) == 5 else rest
@@ -260,17 +260,12 @@ def main_container(pod: dict, wanted: str | None = None) -> str | None:
     names = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
     if wanted:
         return wanted if wanted in names else None
-    for n in MAIN_CONTAINERS:
-        if n in names:
-            return n
-    return names[0] if names else None
+    return next((n for n in MAIN_CONTAINERS if n in names), names[0] if names else None)
 
 
 def container_status(pod: dict, container: str) -> dict:
-    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-        if cs.get("name") == container:
-            return cs
-    return {}
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return next((cs for cs in statuses if cs.get("name") == container), {})
 
 
 def pod_finished(pod: dict) -> bool:

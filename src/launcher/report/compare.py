@@ -25,15 +25,8 @@ def _unique_names(runs: Sequence[Run]) -> list[str]:
     name, with its config hash), and the path only when even that repeats."""
     names = [r.name for r in runs]
     dirs = [Path(r.path).name for r in runs]
-    out = []
-    for n, d, r in zip(names, dirs, runs):
-        if names.count(n) == 1:
-            out.append(n)
-        elif dirs.count(d) == 1:
-            out.append(d)
-        else:
-            out.append(f"{n} ({r.path})")
-    return out
+    return [n if names.count(n) == 1 else d if dirs.count(d) == 1 else f"{n} ({r.path})"
+            for n, d, r in zip(names, dirs, runs)]
 
 
 def config_diff(specs: Sequence[dict | None]) -> dict[str, list[Any]]:
@@ -179,8 +172,7 @@ def render_markdown(doc: dict, plots: dict[str, str]) -> str:
 
     if plots:
         out.append("## Plots\n")
-        for name, file in plots.items():
-            out.append(f"![{name}]({file})\n")
+        out.extend(f"![{name}]({file})\n" for name, file in plots.items())
     if doc.get("notes"):
         out.append("## Notes\n")
         out.extend(f"- {n}" for n in doc["notes"])

@@ -143,8 +143,7 @@ def render(doc: Mapping, plots: Mapping[str, str], sections: Sequence[Any] = ())
         if rest:
             add("<details><summary>Full resolved config (spec.yaml)</summary>\n")
             add("| field | value |\n|---|---|")
-            for k in rest:
-                add(f"| `{k}` | `{flat[k]}` |")
+            out.extend(f"| `{k}` | `{flat[k]}` |" for k in rest)
             add("\n</details>\n")
     else:
         add(
@@ -167,8 +166,7 @@ def render(doc: Mapping, plots: Mapping[str, str], sections: Sequence[Any] = ())
         "`n` counts the values used; `std` is the sample standard deviation (ddof = 1), n/a when n < 2.\n"
     )
     add("| figure | definition |\n|---|---|")
-    for key, text in DEFINITIONS.items():
-        add(f"| `{key}` | {text} |")
+    out.extend(f"| `{key}` | {text} |" for key, text in DEFINITIONS.items())
     add("")
 
     # Headline -----------------------------------------------------------------------------
@@ -197,13 +195,9 @@ def render(doc: Mapping, plots: Mapping[str, str], sections: Sequence[Any] = ())
         f"steady mean {num(tot.get('mean'))} tokens/s."
     )
     implied, expected = tp.get("gpus_implied"), tp.get("gpus_expected")
-    line = f"- GPU count implied by total / per-GPU: {num(implied)}"
-    line += (
-        f"; expected from the spec (nodes × GPUs per node): {expected}."
-        if expected is not None
-        else "; the spec's GPU count is unknown."
-    )
-    add(line)
+    add(f"- GPU count implied by total / per-GPU: {num(implied)}"
+        + (f"; expected from the spec (nodes × GPUs per node): {expected}." if expected is not None
+           else "; the spec's GPU count is unknown."))
     if tp.get("note"):
         add(f"- Note: {tp['note']}.")
     add("")
@@ -258,8 +252,7 @@ def render(doc: Mapping, plots: Mapping[str, str], sections: Sequence[Any] = ())
     # Plots --------------------------------------------------------------------------------
     if plots:
         add("## Plots\n")
-        for name, file in plots.items():
-            add(f"![{name}]({file})\n")
+        out.extend(f"![{name}]({file})\n" for name, file in plots.items())
 
     # Extra sections -----------------------------------------------------------------------
     for section in sections:
@@ -272,8 +265,7 @@ def render(doc: Mapping, plots: Mapping[str, str], sections: Sequence[Any] = ())
     notes = doc.get("notes") or []
     add("## What could not be computed\n")
     if notes:
-        for n in notes:
-            add(f"- {n}")
+        out.extend(f"- {n}" for n in notes)
         add("")
     else:
         add("Everything above was computed from the run's metrics.\n")

@@ -118,89 +118,36 @@ def write_run_plots(run: Run, doc: dict, out_dir: Path) -> tuple[dict[str, Path]
 
     # Score, with a rolling mean for the trend (single steps are noisy: 8 prompts x n samples)
     # and validation accuracy points when the run logged any.
-    if has(SCORE_KEY):
+    def score_extra(ax, values):
+        if values.size >= 8:
+            ax.plot(steps, _rolling(values, 5), color=ORANGE, lw=2, alpha=0.8, label="rolling mean (5 steps)")
+        for key, pts in (doc.get("validation") or {}).items():
+            if key.startswith("val-core/") and pts:
+                ax.plot([p["step"] for p in pts], [p["value"] for p in pts], "*", ms=11, color=GREEN,
+                        label=f"{key} (validation)")
+        if np.nanmin(values) >= 0 and np.nanmax(values) <= 1:  # a 0/1 reward: show the full range
+            ax.set_ylim(-0.05, 1.05)
 
-        def score_extra(ax, values):
-            if values.size >= 8:
-                ax.plot(steps, _rolling(values, 5), color=ORANGE, lw=2, alpha=0.8, label="rolling mean (5 steps)")
-            for key, pts in (doc.get("validation") or {}).items():
-                if key.startswith("val-core/") and pts:
-                    ax.plot(
-                        [p["step"] for p in pts],
-                        [p["value"] for p in pts],
-                        "*",
-                        ms=11,
-                        color=GREEN,
-                        label=f"{key} (validation)",
-                    )
-            if np.nanmin(values) >= 0 and np.nanmax(values) <= 1:  # a 0/1 reward: show the full range
-                ax.set_ylim(-0.05, 1.05)
+    zero = set(doc.get("zero_signal_steps") or [])
 
-        written["score"] = _single(
-            rows,
-            steps,
-            SCORE_KEY,
-            f"{title}: training reward (score) per step",
-            "mean score",
-            BLUE,
-            warmup,
-            out_dir / "score.png",
-            score_extra,
-        )
-    else:
-        skipped.append(f"score.png skipped: no {SCORE_KEY}")
+    def grad_extra(ax, values):
+        zs = [s for s in steps if int(s) in zero]
+        if zs:
+            ax.plot(zs, [0.0] * len(zs), "X", ms=9, color=RED, label=f"zero-signal step ({len(zs)})")
+        ax.set_ylim(bottom=min(0.0, np.nanmin(values)) - 0.02 * (np.nanmax(values) or 1))
 
-    if has("actor/entropy"):
-        written["entropy"] = _single(
-            rows,
-            steps,
-            "actor/entropy",
-            f"{title}: policy entropy over response tokens",
-            "entropy (nats/token)",
-            GREEN,
-            warmup,
-            out_dir / "entropy.png",
-        )
-    else:
-        skipped.append("entropy.png skipped: no actor/entropy")
-
-    if has("actor/pg_loss"):
-        written["pg_loss"] = _single(
-            rows,
-            steps,
-            "actor/pg_loss",
-            f"{title}: policy-gradient loss",
-            "pg loss",
-            ORANGE,
-            warmup,
-            out_dir / "pg_loss.png",
-            lambda ax, v: ax.axhline(0, color=GREY, lw=0.8),
-        )
-    else:
-        skipped.append("pg_loss.png skipped: no actor/pg_loss")
-
-    if has("actor/grad_norm"):
-        zero = set(doc.get("zero_signal_steps") or [])
-
-        def grad_extra(ax, values):
-            zs = [s for s in steps if int(s) in zero]
-            if zs:
-                ax.plot(zs, [0.0] * len(zs), "X", ms=9, color=RED, label=f"zero-signal step ({len(zs)})")
-            ax.set_ylim(bottom=min(0.0, np.nanmin(values)) - 0.02 * (np.nanmax(values) or 1))
-
-        written["grad_norm"] = _single(
-            rows,
-            steps,
-            "actor/grad_norm",
-            f"{title}: gradient norm",
-            "grad norm",
-            PURPLE,
-            warmup,
-            out_dir / "grad_norm.png",
-            grad_extra,
-        )
-    else:
-        skipped.append("grad_norm.png skipped: no actor/grad_norm")
+    # (metric, file name, title, y label, colour, extra drawing): one curve per step each
+    for key, name, what, ylabel, color, extra in (
+            (SCORE_KEY, "score", "training reward (score) per step", "mean score", BLUE, score_extra),
+            ("actor/entropy", "entropy", "policy entropy over response tokens", "entropy (nats/token)", GREEN, None),
+            ("actor/pg_loss", "pg_loss", "policy-gradient loss", "pg loss", ORANGE,
+             lambda ax, v: ax.axhline(0, color=GREY, lw=0.8)),
+            ("actor/grad_norm", "grad_norm", "gradient norm", "grad norm", PURPLE, grad_extra)):
+        if has(key):
+            written[name] = _single(rows, steps, key, f"{title}: {what}", ylabel, color, warmup,
+                                    out_dir / f"{name}.png", extra)
+        else:
+            skipped.append(f"{name}.png skipped: no {key}")
 
     # Response length (with its min-max band and the configured limit) above the clip ratio.
     if has("response_length/mean") or has(CLIP_KEY):

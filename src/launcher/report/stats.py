@@ -76,10 +76,7 @@ def describe(values: np.ndarray | Sequence[float]) -> dict[str, float | int | No
 
 def metric_keys(rows: Sequence[dict[str, float]]) -> list[str]:
     """Every metric key that appears in `rows`, sorted (the `step` field is not a metric)."""
-    keys: set[str] = set()
-    for r in rows:
-        keys.update(k for k in r if k != "step")
-    return sorted(keys)
+    return sorted({k for r in rows for k in r if k != "step"})
 
 
 def throughput_total(rows: Sequence[dict[str, float]]) -> np.ndarray:

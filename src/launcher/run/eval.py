@@ -30,10 +30,8 @@ Pure: no Kubernetes, no verl. The marker lines themselves are part of the launch
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any

@@ -29,6 +29,7 @@ the former way (a job GET and the pod LISTs every `poll_interval`), kept for com
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -84,10 +85,8 @@ class PodFollower(threading.Thread):
         self.wake.set()
         with self._resp_lock:
             if self._resp is not None:
-                try:
+                with contextlib.suppress(Exception):
                     self._resp.shutdown()
-                except Exception:
-                    pass
 
     @property
     def restart_count(self) -> int:
@@ -236,10 +235,8 @@ class PodFollower(threading.Thread):
         finally:
             with self._resp_lock:
                 self._resp = None
-            try:
+            with contextlib.suppress(Exception):
                 resp.release_conn()
-            except Exception:
-                pass
         if pending and result == "eof" and not follow:
             # a finished log may lack its final newline; the line is complete
             self._handle(attempt, pos, replay, [pending])

@@ -19,7 +19,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 # --------------------------------------------------------------------------------------------------
@@ -130,6 +130,17 @@ def question_id(prompt: str, ground_truth: Any) -> str:
     return hashlib.sha256(f"{prompt}\x00{ground_truth}".encode()).hexdigest()[:16]
 
 
+def question_means(rows: Iterable[Mapping[str, Any]], score: Callable[[Mapping[str, Any]], float]) -> dict[str, float]:
+    """Question id → the mean of `score(row)` over the question's rows (verl's validation dump: `input`, `gts`)."""
+    sums: dict[str, list[float]] = {}
+    for row in rows:
+        qid = question_id(str(row.get("input", "")), row.get("gts"))
+        acc = sums.setdefault(qid, [0.0, 0])
+        acc[0] += float(score(row))
+        acc[1] += 1
+    return {k: s / n for k, (s, n) in sums.items()}
+
+
 def questions_payload(label: str, rows: Iterable[Mapping[str, Any]],
                       flexible: Mapping[str, float] | None = None) -> dict:
     """Per-question scores from verl's validation dump rows (`input`, `gts`, `score`).
@@ -138,18 +149,13 @@ def questions_payload(label: str, rows: Iterable[Mapping[str, Any]],
     scores are 0/1. `flexible` maps question id → re-scored value (verl's `method="flexible"`).
     Lists follow the sorted ids; `ids_sha256` names that order so pairing can be checked.
     """
-    sums: dict[str, list[float]] = {}
-    for row in rows:
-        qid = question_id(str(row.get("input", "")), row.get("gts"))
-        acc = sums.setdefault(qid, [0.0, 0])
-        acc[0] += float(row.get("score") or 0.0)
-        acc[1] += 1
-    ids = sorted(sums)
+    strict = question_means(rows, lambda row: row.get("score") or 0.0)
+    ids = sorted(strict)
     out = {
         "model": label,
         "n": len(ids),
         "ids_sha256": hashlib.sha256("\n".join(ids).encode()).hexdigest(),
-        "strict": [_num(sums[i][0] / sums[i][1]) for i in ids],
+        "strict": [_num(strict[i]) for i in ids],
     }
     if flexible is not None and all(i in flexible for i in ids):
         out["flexible"] = [_num(flexible[i]) for i in ids]

@@ -100,13 +100,6 @@ TABLE: dict[str, dict[str, tuple[Requirement, ...]]] = {
     },
 }
 
-SCHEME_DOCS = {
-    "gfd": "NVIDIA GPU feature discovery (GPU operator): nvidia.com/gpu.product (key: resources.gpu_product_label)",
-    "gke": "Google Kubernetes Engine: cloud.google.com/gke-accelerator",
-    "karpenter": "EKS with Karpenter: karpenter.k8s.aws/instance-gpu-name (+ instance-gpu-memory for the A100s)",
-    "aks": "Azure Kubernetes Service: kubernetes.azure.com/accelerator=nvidia + node.kubernetes.io/instance-type",
-}
-
 
 def requirements(scheme: str, gpu_type: str | None, product_label: str = GFD_PRODUCT_LABEL) -> tuple[Requirement, ...]:
     """The node labels a pod for `gpu_type` requires on `scheme`; () for `gpu_type` None (any GPU node).

@@ -30,7 +30,6 @@ from launcher.spec.derived import (
 
 from launcher.spec.contract import BUILTIN_MODELS, BUILTIN_PREFIX, CPU_IMAGE_EXAMPLE, CPU_IMAGE_TAG_SUFFIX
 from launcher.spec.gpu import GPU_PRODUCTS
-from launcher.spec.names import BACKENDS, WORKLOADS
 
 # Kubernetes quantities ("16", "500m", "128Gi", "1.5e3"): the apimachinery grammar, simplified to
 # what a user writes. Anything else would be refused by the API server only at submit time.
@@ -68,7 +67,6 @@ AnnotationValue = Annotated[
 ]
 
 GpuLabelScheme = Literal["gfd", "gke", "karpenter", "aks"]
-AFFINITY_KEYS = ("nodeAffinity", "podAffinity", "podAntiAffinity")
 
 
 class _Model(BaseModel):

@@ -64,7 +64,6 @@ RESERVED_ENV: frozenset[str] = frozenset({
 RESERVED_ENV_PREFIX = "LAUNCHER_"
 
 BACKENDS = ("pytorchjob", "rayjob", "trainjob")
-WORKLOADS = ("grpo", "smoke")
 
 # Kubeflow Trainer v2.2 (trainjob_types.go): a TrainJob's name is an RFC 1035 label, checked by the CRD's CEL rule.
 TRAINJOB_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"

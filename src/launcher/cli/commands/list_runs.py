@@ -28,8 +28,7 @@ def run(args: argparse.Namespace) -> int:
     if args.all_namespaces and args.namespace:
         raise BadInput(f"-A/--all-namespaces and -n/--namespace {args.namespace}: choose one")
     kube = connect(args)
-    runs = _all_namespaces(kube, args.experiment) if args.all_namespaces else \
-        J.list_runs(kube, experiment=args.experiment)
+    runs = J.list_runs(kube, experiment=args.experiment, all_namespaces=args.all_namespaces)
     runs.sort(key=lambda r: (r.obj.get("metadata") or {}).get("creationTimestamp") or "", reverse=True)
     states = [J.job_state(r.backend, r.obj) for r in runs]
     if fmt:
@@ -49,26 +48,3 @@ def run(args: argparse.Namespace) -> int:
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
     return 0
-
-
-def _all_namespaces(kube, experiment: str | None) -> list:
-    """The launcher's jobs in every namespace (kubectl get -A): one cluster-wide list per backend.
-
-    `kube.jobs.list_runs` lists one namespace; this is its cluster-wide twin (same selector, same skip of a
-    backend whose CRD is absent)."""
-    from launcher.spec import names as L
-    from launcher.kube import JOB_RESOURCES
-    from launcher.kube import jobs as J
-    from launcher.kube.client import ApiError
-
-    selector = L.OWNED_SELECTOR + (f",{L.EXPERIMENT_LABEL}={experiment}" if experiment else "")
-    out = []
-    for backend in J.BACKENDS:
-        try:
-            items = kube.list(JOB_RESOURCES[backend], selector=selector, all_namespaces=True)
-        except ApiError as exc:
-            if exc.status == 404:  # CRD not installed: no runs of that backend
-                continue
-            raise
-        out += [J.JobRef(backend, i["metadata"]["name"], i) for i in items]
-    return out

@@ -113,23 +113,16 @@ def _placement(kube, pods: list[dict]) -> dict[str, str]:
     the GPU nodes there are with theirs (`no node matches K=V; nodes with nvidia.com/gpu: n1 (K=W, 8 ...)`).
     Nothing when nodes cannot be listed (no ClusterRole): the scheduler's own reason is still shown."""
     from launcher.spec.gpu import pod_placement_problem
-    from launcher.kube import NODE, ApiError
+    from launcher.kube import NODE, unless_forbidden
 
     stuck = [p for p in pods if _unschedulable(p)]
     if not stuck:
         return {}
-    try:
-        nodes = kube.list(NODE)
-    except ApiError as exc:
-        if exc.status != 403:
-            raise
+    nodes = unless_forbidden(kube.list, NODE)
+    if nodes is None:
         return {}
-    out = {}
-    for p in stuck:
-        text = pod_placement_problem(p, nodes)
-        if text:
-            out[p["metadata"]["name"]] = text
-    return out
+    problems = {p["metadata"]["name"]: pod_placement_problem(p, nodes) for p in stuck}
+    return {name: text for name, text in problems.items() if text}
 
 
 def _attempts(job: str, runs_dir: str | None) -> list[dict]:
@@ -152,13 +145,10 @@ def _queue(kube, ref) -> dict | None:
     if version is None:
         return {"localQueue": queue, "workload": None, "state": "Unknown",
                 "line": f"LocalQueue {queue}, but the cluster serves no Kueue API ({Q.GROUP}): nothing will admit it"}
-    from launcher.kube.client import ApiError
+    from launcher.kube.client import FORBIDDEN, unless_forbidden
 
-    try:
-        wl = Q.workload_for(kube, ref.obj, version)
-    except ApiError as exc:
-        if exc.status != 403:
-            raise
+    wl = unless_forbidden(Q.workload_for, kube, ref.obj, version, default=FORBIDDEN)
+    if wl is FORBIDDEN:
         # an optional read (rbac.CALLS): the job's own state still says it is queued
         return {"localQueue": queue, "workload": None, "state": "Unknown",
                 "line": f"LocalQueue {queue}: cannot list workloads.{Q.GROUP} (forbidden): admission not shown"}
@@ -181,13 +171,10 @@ def _gitops(kube, ref) -> dict | None:
 
 def _jobset(kube, ref) -> dict | None:
     """The JobSet Kubeflow Trainer made for a TrainJob (same name): its conditions and restarts; None when absent."""
-    from launcher.kube import JOBSET, ApiError
+    from launcher.kube import FORBIDDEN, JOBSET, unless_forbidden
 
-    try:
-        obj = kube.get(JOBSET, ref.name)
-    except ApiError as exc:
-        if exc.status != 403:
-            raise
+    obj = unless_forbidden(kube.get, JOBSET, ref.name, default=FORBIDDEN)
+    if obj is FORBIDDEN:
         # an optional read (rbac.CALLS): the TrainJob carries the JobSet's final conditions
         return {"name": ref.name, "forbidden": True, "restarts": None, "terminalState": "", "conditions": []}
     if obj is None:

@@ -190,7 +190,7 @@ def preflight(kube, spec) -> None:
     """Checks before anything is created: CRD, namespace, GPU nodes (warning), Kueue LocalQueue."""
     from launcher.cli.cluster import err
     from launcher.errors import ClusterError
-    from launcher.kube import NAMESPACE, NODE, ApiError
+    from launcher.kube import FORBIDDEN, NAMESPACE, NODE, unless_forbidden
     from launcher.kube import jobs as J
     from launcher.kube import kueue
 
@@ -198,12 +198,9 @@ def preflight(kube, spec) -> None:
     if spec.backend not in served:
         raise ClusterError(CRD_MISSING[spec.backend] + backends_hint(served))
     ns = spec.scheduling.namespace
-    try:
-        if kube.get(NAMESPACE, ns) is None:
-            raise ClusterError(f"namespace {ns} does not exist on {kube.server}")
-    except ApiError as exc:
-        if exc.status != 403:  # namespaced users may not read Namespace objects: the create will tell
-            raise
+    # namespaced users may not read Namespace objects (403): the create will tell
+    if unless_forbidden(kube.get, NAMESPACE, ns, default=FORBIDDEN) is None:
+        raise ClusterError(f"namespace {ns} does not exist on {kube.server}")
     # The LocalQueue before the nodes: a missing queue is an error, the nodes only a warning.
     if spec.scheduling.queue:
         queue = spec.scheduling.queue
@@ -217,11 +214,8 @@ def preflight(kube, spec) -> None:
     res = spec.resources
     if res.cpu_only:
         return  # a CPU-only pod (gpus_per_node 0) needs no GPU node: nothing to check
-    try:
-        nodes = kube.list(NODE)
-    except ApiError as exc:
-        if exc.status != 403:
-            raise
+    nodes = unless_forbidden(kube.list, NODE)
+    if nodes is None:
         err(f"warning: cannot list nodes to check for {res.gpu_type or 'GPU'} nodes (forbidden); skipping that check")
         return
     from launcher.doctor.nodes import unmatched_gpu_nodes
