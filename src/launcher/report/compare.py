@@ -111,6 +111,12 @@ ROWS: list[tuple[str, str]] = [
 ]
 
 
+def plots_and_notes(plots: dict[str, str], notes: Sequence[str] | None) -> list[str]:
+    """The markdown lines that end a comparison or sweep report: its plots, then its notes (each only if any)."""
+    out = ["## Plots\n", *(f"![{name}]({file})\n" for name, file in plots.items())] if plots else []
+    return out + (["## Notes\n", *(f"- {n}" for n in notes), ""] if notes else [])
+
+
 def render_markdown(doc: dict, plots: dict[str, str]) -> str:
     """`compare.md`: headline table (steady means; a B − A column for two runs), config diff, plots."""
     runs = doc["runs"]
@@ -170,14 +176,7 @@ def render_markdown(doc: dict, plots: dict[str, str]) -> str:
     else:
         out.append("No differences found (or no run has a spec.yaml).\n")
 
-    if plots:
-        out.append("## Plots\n")
-        out.extend(f"![{name}]({file})\n" for name, file in plots.items())
-    if doc.get("notes"):
-        out.append("## Notes\n")
-        out.extend(f"- {n}" for n in doc["notes"])
-        out.append("")
-    return "\n".join(out).rstrip() + "\n"
+    return "\n".join(out + plots_and_notes(plots, doc.get("notes"))).rstrip() + "\n"
 
 
 def write_compare(

@@ -17,7 +17,7 @@ import numpy as np
 
 from launcher.run import placement
 from launcher.report.build import _jsonable, dumps
-from launcher.report.compare import ROWS, compare_runs
+from launcher.report.compare import ROWS, compare_runs, plots_and_notes
 from launcher.report.load import Run
 from launcher.report.markdown import HEADLINE, num
 from launcher.report.stats import SCORE_KEY, STEP_TIME_KEY, CLIP_KEY, column, throughput_total
@@ -187,14 +187,7 @@ def render_markdown(doc: dict, plots: dict[str, str]) -> str:
         out.append("## Other config differences\n")
         out.extend(f"- `{k}`: " + " / ".join(f"`{v}`" for v in values) for k, values in extra.items())
         out.append("")
-    if plots:
-        out.append("## Plots\n")
-        out.extend(f"![{name}]({file})\n" for name, file in plots.items())
-    if doc.get("notes"):
-        out.append("## Notes\n")
-        out.extend(f"- {n}" for n in doc["notes"])
-        out.append("")
-    return "\n".join(out).rstrip() + "\n"
+    return "\n".join(out + plots_and_notes(plots, doc.get("notes"))).rstrip() + "\n"
 
 
 def write_sweep_report(sweep_doc: dict, runs: dict[str, Run], out_dir: Path, states: dict[str, dict] | None = None,
