@@ -198,8 +198,8 @@ def test_log_rotation_loses_no_metric_line_the_kubelet_serves(real_node, namespa
     """The kubelet rotates container logs at 256 KiB here (hack/cluster/node.sh); a run that logs far past several
     rotations keeps every line its follow streams received, in order, across the rotations.
 
-    The kubelet itself can drop a line while it switches a follow stream to the new file (seen once in ~30 runs,
-    under CI load; a rotated file cannot be read back through the API). So the test allows a handful of lost lines
+    The kubelet itself can drop a line while it switches a follow stream to the new file (seen once, in a CI run;
+    a rotated file cannot be read back through the API). So the test allows a handful of lost lines
     in all, and requires that a lost metric line is named: the report says which steps have no line."""
     info, ns, runs = real_node, namespace, tmp_path / "runs"
     steps, per_step = 24, 1200
