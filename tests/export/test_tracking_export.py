@@ -221,3 +221,25 @@ def test_an_unreachable_mlflow_server_is_exit_3_and_a_missing_run_dir_exit_2(tmp
     assert "MLflow at http://127.0.0.1:" in capsys.readouterr().err
     assert main(["export", str(tmp_path / "nope"), "--tensorboard", str(tmp_path / "tb")]) == 2
     assert "does not exist" in capsys.readouterr().err and not (tmp_path / "tb").exists()
+
+
+def test_a_file_store_uri_is_one_line_naming_a_database_exit_2(tmp_path, capsys, monkeypatch):
+    """MLflow itself refuses `file:` stores (checked here against the installed MLflow, so the launcher's early
+    refusal stays grounded); the launcher says so in one line, exit 2, before writing anything, and honours
+    MLflow's own opt-out."""
+    from mlflow.exceptions import MlflowException
+
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    store = f"file:{tmp_path / 'mlruns'}"
+    with pytest.raises(MlflowException, match="sqlite"):
+        MlflowClient(tracking_uri=store).search_experiments()
+    run_dir = simulated_run(tmp_path)
+    capsys.readouterr()
+    assert main(["export", str(run_dir), "--mlflow", store]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "sqlite:///mlflow.db" in err and store in err
+    assert not (tmp_path / "mlruns").exists()
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    assert main(["export", str(run_dir), "--mlflow", store]) == 0
+    experiment = load_spec(EXP3).trainer.project_name
+    the_run(MlflowClient(tracking_uri=store), experiment)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 
 from launcher.errors import BadInput
@@ -33,6 +34,11 @@ def check_export_arguments(args: argparse.Namespace) -> None:
         if re.match(r"^https?://[^/@\s]*@", uri):
             raise BadInput("--mlflow: expected a URI without user:password@ (set MLFLOW_TRACKING_USERNAME/"
                            "MLFLOW_TRACKING_PASSWORD or MLFLOW_TRACKING_TOKEN instead), got a URI with credentials")
+        if uri.startswith("file:") and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() not in ("true", "1"):
+            # MLflow 3.x refuses its file store with a paragraph-long exception; say it in one line, before any call.
+            raise BadInput(f"--mlflow: expected a database or server tracking URI such as sqlite:///mlflow.db or "
+                           f"http://host:5000, got {uri!r} (MLflow refuses its file store unless "
+                           "MLFLOW_ALLOW_FILE_STORE=true is set)")
     if getattr(args, "mlflow_experiment", None) is not None and uri is None:
         raise BadInput("--mlflow-experiment: expected --mlflow URI with it, got no --mlflow")
     for name, module in (("mlflow", "mlflow"), ("tensorboard", "tensorboard")):
