@@ -50,6 +50,7 @@ from launcher.spec import contract as C  # noqa: E402
 from launcher.spec import gpu as G  # noqa: E402
 from launcher.spec import model as S  # noqa: E402
 from launcher.spec import names as L  # noqa: E402
+from launcher.spec import verl as V  # noqa: E402
 from launcher.spec.gpu import GPU_PRODUCTS  # noqa: E402
 from launcher.spec.derived import OMITTED_WHILE_DEFAULT  # noqa: E402
 from launcher.spec.load import load_spec  # noqa: E402
@@ -504,6 +505,10 @@ def constants() -> dict:
         "cpuImageExample": C.CPU_IMAGE_EXAMPLE,
         "builtinPrefix": C.BUILTIN_PREFIX,
         "builtinModels": sorted(C.BUILTIN_MODELS),
+        # verl.overrides: the keys the launcher sets (spec.verl.override_conflicts), typed ones in their order
+        "verlTypedKeys": [[k, f] for k, f in V.TYPED_KEYS.items()],
+        "verlOwnedKeys": list(V.OWNED_KEYS),
+        "verlCpuKeys": list(V.CPU_KEYS),
     }
 
 

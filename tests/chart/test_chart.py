@@ -692,3 +692,31 @@ def test_missing_helm_says_run_make_tools(tmp_path, monkeypatch):
     fake.write_text("#!/bin/sh\n")
     fake.chmod(0o755)
     assert tool("helm") == str(fake)  # $GRPO_TOOLS_BIN wins over the cache
+
+
+# verl.overrides: the chart refuses exactly what the launcher refuses (spec.verl.override_conflicts vs _validate.tpl)
+_OVERRIDE_TABLE = ["actor_rollout_ref.rollout.max_num_batched_tokens=2048", "data.train_batch_size=16",
+                   "actor_rollout_ref.actor.optim={lr:1}", "trainer=null", "~reward.custom_reward_function",
+                   "+trainer.experiment_name=x", "++ray_kwargs.ray_init.num_gpus=1", "actor_rollout_ref.rollout.dtype=bf16",
+                   "actor_rollout_ref.rollout.enforce_eager=False", "+actor_rollout_ref.actor.fsdp_config.wrap_policy.x=1",
+                   "trainer.logger_extra=1", "critic.optim.lr=1"]
+
+
+@pytest.mark.parametrize("config", ["grpo-exp3.yaml", "grpo-exp3-cpu.yaml"])
+def test_verl_override_refusals_match_the_cli(config, tmp_path):
+    from chart_support import values_file
+
+    path = ROOT / "configs" / config
+    try:
+        spec_from_raw({**load_raw(path), "verl": {"overrides": _OVERRIDE_TABLE}})
+        cli: dict[int, str] = {}
+    except BadInput as exc:
+        cli = {int(m[0]): m[1] for m in re.findall(r"verl\.overrides\.(\d+): expected a verl key the launcher does "
+                                                   r"not set itself \((.*)\), got", str(exc))}
+    err = helm_error("-f", str(values_file(tmp_path, path)), "--set-json", f"verl.overrides={json.dumps(_OVERRIDE_TABLE)}")
+    chart = {int(m[0]): m[1] for m in re.findall(r"values\.verl\.overrides\[(\d+)\] must be a verl key the launcher "
+                                                 r"does not set itself \((.*)\), got", err)}
+    assert chart == cli
+    refused = set(cli)
+    assert {1, 2, 3, 4, 5, 6} <= refused and not {0, 9, 10, 11} & refused  # the table means something
+    assert (7 in refused and 8 in refused) == (config == "grpo-exp3-cpu.yaml")  # CPU training's own keys

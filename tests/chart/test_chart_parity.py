@@ -52,6 +52,8 @@ EVERYTHING = {
                 "image_pull_secrets": ["regcred"]},
     "trainer": {"logger": ["console", "wandb"], "save_freq": 5, "max_actor_ckpt_to_keep": 2},
     "reward": {"function": {"path": "pkg://my_rewards.gsm8k_v2"}},  # name left to its default
+    "verl": {"overrides": ["actor_rollout_ref.rollout.max_num_batched_tokens=2048", "+trainer.x='a<b>&c é'",
+                           "~critic.optim", "++actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer]"]},
     "security": {"extra_capabilities": ["SYS_PTRACE"]},
     "tracking": {
         "mlflow": {"enabled": True, "tracking_uri": "https://mlflow.team-a.svc:5000/prefix", "experiment": "grpo runs",

@@ -262,3 +262,35 @@ def test_cpu_training_validates_under_the_cpu_platform():
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Platform override from VERL_PLATFORM: cpu" in proc.stderr
     assert json.loads(proc.stdout.splitlines()[-1]) == {"need": [False, False], "device": "cpu", "runtime": []}
+
+
+def test_user_overrides_compose_validate_and_land(capsys):
+    """verl.overrides: appended after the launcher's list, composed and validated by verl itself; each lands on its
+    key (a new key with `+`, a deletion with `~`); `launcher validate` says verl checked them."""
+    from launcher.cli.main import main
+
+    items = ["actor_rollout_ref.rollout.max_num_batched_tokens=2048",
+             "++actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra]",
+             "+trainer.launcher_note=from-the-user"]
+    spec = load_spec(CONFIGS["grpo-exp3"], [f"verl.overrides={items!r}"])
+    cfg = compose(verl_overrides(spec))
+    validate(cfg)
+    assert cfg.actor_rollout_ref.rollout.max_num_batched_tokens == 2048
+    assert list(cfg.actor_rollout_ref.actor.checkpoint.save_contents) == ["model", "optimizer", "extra"]
+    assert cfg.trainer.launcher_note == "from-the-user"
+    assert main(["validate", str(CONFIGS["grpo-exp3"]), *[a for i in items for a in ("--verl", i)]]) == 0
+    assert "verl.overrides: 3 appended; composed and validated by verl: " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("item, words", [
+    ("actor_rollout_ref.rollout.no_such_key=1", "no_such_key"),  # Hydra: a key verl's config lacks needs `+`
+    ("actor_rollout_ref.rollout.max_num_batched_tokens=[1,2", "[1,2"),  # Hydra's grammar: unbalanced bracket
+])
+def test_user_overrides_verl_refuses_are_exit_2_naming_them(item, words, capsys):
+    from launcher.cli.main import main
+
+    with pytest.raises(Exception):
+        compose(verl_overrides(load_spec(CONFIGS["grpo-exp3"], [f"verl.overrides={[item]!r}"])))
+    assert main(["validate", str(CONFIGS["grpo-exp3"]), "--verl", item]) == 2
+    err = capsys.readouterr().err
+    assert "verl.overrides: verl refused the override list: " in err and words in err

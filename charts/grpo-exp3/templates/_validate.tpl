@@ -1,7 +1,7 @@
 {{/*
 Cross-field rules that values.schema.json cannot express: the Helm mirror of spec.check_rules
 (verl's batch arithmetic, name length, GPU type, CPU training's image and settings, built-in models,
-resume/wandb/storage consistency,
+resume/wandb/storage consistency, verl.overrides that set a key the launcher sets,
 backend trainjob's name and clean-pod policy), and with
 eval.enabled the refusals of `launcher eval` (commands/eval.plan). All problems
 are reported at once, one line each, as `values.<key> must be ..., got <value>`.
@@ -157,6 +157,25 @@ namespace with objects in another confuses `helm list`/`helm uninstall`/`helm te
 {{- end -}}
 {{- if ne (int $sources) 1 -}}
 {{- $errs = append $errs (printf "values.env[%d] must have exactly one of value, secret_key_ref, config_map_key_ref, got %d" $i (int $sources)) -}}
+{{- end -}}
+{{- end -}}
+{{- /* verl.overrides: no key the launcher sets (spec.verl.override_conflicts): a typed field's, or one it owns */ -}}
+{{- range $i, $o := $v.verl.overrides -}}
+{{- $key := regexReplaceAll "^[+~]+" $o "" | splitList "=" | first -}}
+{{- $why := "" -}}
+{{- range $c.verlTypedKeys -}}
+{{- $k := index . 0 -}}
+{{- if and (not $why) (or (eq $key $k) (hasPrefix (printf "%s." $k) $key) (hasPrefix (printf "%s." $key) $k)) -}}
+{{- $why = printf "%s is the typed field %s: set that instead" $k (index . 1) -}}
+{{- end -}}
+{{- end -}}
+{{- range (ternary (concat $c.verlOwnedKeys $c.verlCpuKeys) $c.verlOwnedKeys $cpuTraining) -}}
+{{- if and (not $why) (or (eq $key .) (hasPrefix (printf "%s." .) $key) (hasPrefix (printf "%s." $key) .)) -}}
+{{- $why = printf "the launcher sets %s itself" . -}}
+{{- end -}}
+{{- end -}}
+{{- if $why -}}
+{{- $errs = append $errs (printf "values.verl.overrides[%d] must be a verl key the launcher does not set itself (%s), got %q" $i $why $o) -}}
 {{- end -}}
 {{- end -}}
 {{- /* backend trainjob: what Kubeflow Trainer v2.2 and JobSet refuse (spec._trainjob_problems) */ -}}

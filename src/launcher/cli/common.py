@@ -42,8 +42,11 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="override a config field, e.g. --set rollout.n=4 or, as Helm, "
-             "--set scheduling.tolerations[0].key=gpu (repeatable)",
+             "--set scheduling.tolerations[0].key=gpu (repeatable); KEY+=VALUE appends to a list",
     )
+    parser.add_argument("--verl", dest="sets", action=_VerlOverride, metavar="KEY=VALUE",
+                        help="append a verl Hydra override to verl.overrides, e.g. --verl "
+                             "actor_rollout_ref.rollout.max_num_batched_tokens=2048 (repeatable; taken as written)")
 
 
 def load_from_args(args: argparse.Namespace):
@@ -51,6 +54,17 @@ def load_from_args(args: argparse.Namespace):
     from launcher.spec.load import load_spec
 
     return load_spec(args.config, args.sets, args.backend)
+
+
+class _VerlOverride(argparse.Action):
+    """`--verl ITEM` is `--set verl.overrides+=ITEM`, in command-line order among the --set items, with ITEM as a
+    YAML double-quoted scalar (JSON is one) so it is taken as written, never parsed as YAML."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import json
+
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []),
+                                       f"verl.overrides+={json.dumps(values)}"])
 
 
 def mark_completion(action: argparse.Action, kind: str) -> argparse.Action:

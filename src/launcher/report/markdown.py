@@ -63,6 +63,7 @@ CONFIG_FIELDS = [
     "trainer.total_training_steps",
     "resources.nodes",
     "resources.gpus_per_node",
+    "verl.overrides",  # only in a config that has some (spec.derived.OMITTED_WHILE_DEFAULT)
 ]
 
 

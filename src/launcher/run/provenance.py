@@ -41,11 +41,12 @@ MAX_CONFIG_LINES = 20_000  # verl's full config is ~500 lines; a runaway "{" lin
 
 def write_submitted(run_dir: RunDir, spec, *, pinned_images: dict[str, str] | None = None,
                     relaunched_from: str | None = None) -> None:
-    """Record the launcher version and image reference of a run being created."""
+    """Record the launcher version, the image reference and the user's own verl overrides of a run being created."""
     from launcher import __version__
 
     data = {"launcher_version": __version__, "job": spec.job_name, "config_hash": spec.config_hash(),
-            "image": spec.image, "pinned_images": dict(pinned_images or {}), "relaunched_from": relaunched_from}
+            "image": spec.image, "pinned_images": dict(pinned_images or {}), "relaunched_from": relaunched_from,
+            "verl_overrides": list(spec.verl.overrides)}
     write_atomic(run_dir.provenance, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 

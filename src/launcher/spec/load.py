@@ -149,7 +149,7 @@ def parse_set_key(item: str, key: str) -> list[str | int]:
 def apply_sets(raw: dict, sets: Iterable[str]) -> dict:
     """Apply `--set a.b.c=value` overrides; the value is parsed as a YAML scalar/flow value.
 
-    As Helm's `--set`, `a.b[0].c=v` reaches into (or creates) a list. An index may name an existing item or
+    As Helm's `--set`, `a.b[0].c=v` reaches into (or creates) a list; `a.b+=v` (not Helm's) appends v to it. An index may name an existing item or
     the position just past the end (which appends); one further out is refused rather than padded with nulls
     the way Helm does, since no config list accepts a null item.
     """
@@ -158,6 +158,8 @@ def apply_sets(raw: dict, sets: Iterable[str]) -> dict:
         if "=" not in item:
             raise BadInput(f"--set {item!r}: expected KEY=VALUE, e.g. rollout.n=4")
         key, _, text = item.partition("=")
+        append = key.endswith("+")  # `KEY+=VALUE`: VALUE appended to the list at KEY (e.g. verl.overrides+=a.b=1)
+        key = key.removesuffix("+")
         if not all(key.strip().split(".")):
             raise BadInput(f"--set {item!r}: expected a dotted key such as rollout.n, got {key!r}")
         path = parse_set_key(item, key)
@@ -171,6 +173,12 @@ def apply_sets(raw: dict, sets: Iterable[str]) -> dict:
                                    f"{len(node)} item(s) (use [0] to [{len(node)}]; [{len(node)}] appends)")
                 if part == len(node):
                     node.append(None)
+            if nxt is None and append:
+                items = node[part] if isinstance(part, int) else node.get(part)
+                if items is not None and not isinstance(items, list):
+                    raise BadInput(f"--set {item!r}: {where} is not a list (it holds {items!r}); += appends to a list")
+                node[part] = [*(items or []), value]
+                break
             if nxt is None:
                 node[part] = value
                 break

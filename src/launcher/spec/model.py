@@ -398,6 +398,27 @@ class WandbTracking(_Model):
     api_key: SecretRef | None = Field(None, description="WANDB_API_KEY from a Secret (or secrets.wandb_api_key).")
 
 
+# One Hydra override as verl's main_ppo takes it on its command line: `key=value`, `+key=value` (a key verl's config
+# lacks), `++key=value` (add or replace) or `~key[=value]` (delete); dotted keys, printable text, one argv item.
+_HYDRA_KEY = r"[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*"
+_HYDRA_VALUE = rf"[^{_CONTROL}{_UNPRINTABLE_REST}]*"
+HydraOverride = Annotated[str, StringConstraints(
+    pattern=rf"^(~{_HYDRA_KEY}(={_HYDRA_VALUE})?|(\+\+|\+)?{_HYDRA_KEY}={_HYDRA_VALUE})$", max_length=1024)]
+
+
+class VerlSpec(_Model):
+    """verl settings the typed fields do not name, passed through to verl as Hydra overrides."""
+
+    overrides: list[HydraOverride] = Field(
+        [], max_length=256,
+        description="Hydra overrides appended after the launcher's own list, e.g. "
+        "actor_rollout_ref.rollout.max_num_batched_tokens=2048 (also --verl KEY=VALUE, or --set "
+        "verl.overrides+=KEY=VALUE). A key a typed field sets is refused naming that field; keys the launcher "
+        "owns (paths, logger, resume, nnodes, n_gpus_per_node, device) are refused. `validate` composes them "
+        "with verl's own config when verl is installed; the pod always does.",
+    )
+
+
 class TrackingSpec(_Model):
     """Experiment trackers the pods log to (MLflow, TensorBoard, W&B); `launcher export` writes the same from runs/."""
 
@@ -516,6 +537,7 @@ class ExperimentSpec(ExperimentDerived, _Model):
     security: SecuritySpec = SecuritySpec()
     smoke: SmokeSpec = SmokeSpec()
     tracking: TrackingSpec = TrackingSpec()
+    verl: VerlSpec = VerlSpec()
     env: list[EnvVar] = Field(
         [], max_length=256,
         description="Extra environment variables for every pod (plain values or Secret/ConfigMap references); "

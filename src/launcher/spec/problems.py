@@ -58,6 +58,8 @@ def problems_from_pydantic(exc: ValidationError) -> list[Problem]:
             expected = "a known key (this one does not exist; misspelled? see `launcher schema`)"
         elif kind == "missing":
             expected = "a value (required)"
+        elif kind == "string_pattern_mismatch" and loc[:2] == ["verl", "overrides"]:
+            expected = HYDRA_OVERRIDE_EXPECTED
         else:
             expected = _expected_from_pydantic(err)
         secretish = bool(loc) and (loc[0] == "secrets" or any(part in _SECRET_FIELDS for part in loc))
@@ -70,6 +72,9 @@ def problems_from_pydantic(exc: ValidationError) -> list[Problem]:
         out.append(Problem(field, expected, got))
     return out
 
+
+HYDRA_OVERRIDE_EXPECTED = ("a Hydra override KEY=VALUE, +KEY=VALUE, ++KEY=VALUE or ~KEY (a dotted verl key such as "
+                           "actor_rollout_ref.rollout.max_num_batched_tokens, a printable value)")
 
 # Fields holding a Secret reference outside `secrets:`: a value pasted there is never echoed.
 _SECRET_FIELDS = frozenset({"username", "password", "token", "api_key", "secret_key_ref"})

@@ -140,6 +140,7 @@ def check_rules(spec: ExperimentSpec) -> list[Problem]:
             Problem("trainer.resume_from_path", "a path containing 'global_step_'", spec.trainer.resume_from_path)
         )
     problems += _tracking_problems(spec)
+    problems += _verl_override_problems(spec)
     problems += _env_problems(spec)
     if spec.backend == "trainjob":
         problems += _trainjob_problems(spec)
@@ -241,6 +242,14 @@ def _tracking_problems(spec: ExperimentSpec) -> list[Problem]:
                                 f"a directory under storage.mount_path ({spec.storage.mount_path}), so the event "
                                 "files outlive the pod", log_dir))
     return problems
+
+
+def _verl_override_problems(spec: ExperimentSpec) -> list[Problem]:
+    """`verl.overrides` may add any verl setting but not one the launcher sets (spec.verl.override_conflicts)."""
+    from launcher.spec.verl import override_conflicts
+
+    return [Problem(f"verl.overrides.{i}", f"a verl key the launcher does not set itself ({instead})",
+                    spec.verl.overrides[i]) for i, instead in override_conflicts(spec)]
 
 
 def _trainjob_problems(spec: ExperimentSpec) -> list[Problem]:

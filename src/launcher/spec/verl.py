@@ -187,8 +187,102 @@ def verl_overrides(
         ray_num_cpus = max(ray_num_cpus or 0, CPU_RAY_MIN_CPUS)
     if ray_num_cpus is not None:
         pairs.append(("ray_kwargs.ray_init.num_cpus", ray_num_cpus))
-    return [f"{key}={value if isinstance(value, _Raw) else hydra_value(value)}" for key, value in pairs]
+    own = [f"{key}={value if isinstance(value, _Raw) else hydra_value(value)}" for key, value in pairs]
+    return own + list(spec.verl.overrides)  # the user's last, so verl applies them over the launcher's (Hydra: last wins)
 
 
 class _Raw(str):
     """A Hydra value written as it is (a dict literal such as CPU_MIXED_PRECISION), not quoted as a string."""
+
+
+# --------------------------------------------------------------------------------------------------
+# The user's own overrides (`verl.overrides`): what they may not set
+
+# verl keys the launcher's list sets from a typed field: an override of one is refused naming the field, so a
+# value has one place to live (and `diff`, the hash and the report see it where a reader looks).
+TYPED_KEYS: dict[str, str] = {
+    "algorithm.adv_estimator": "algorithm.adv_estimator",
+    "algorithm.norm_adv_by_std_in_grpo": "algorithm.norm_adv_by_std_in_grpo",
+    "algorithm.use_kl_in_reward": "algorithm.use_kl_in_reward",
+    "algorithm.kl_ctrl.kl_coef": "algorithm.kl_coef",
+    "data.train_files": "data.train_files",
+    "data.val_files": "data.val_files",
+    "data.train_batch_size": "data.train_batch_size",
+    "data.max_prompt_length": "data.max_prompt_length",
+    "data.max_response_length": "data.max_response_length",
+    "data.filter_overlong_prompts": "data.filter_overlong_prompts",
+    "data.truncation": "data.truncation",
+    "data.val_max_samples": "data.val_max_samples",
+    "actor_rollout_ref.model.path": "model.path",
+    "actor_rollout_ref.model.trust_remote_code": "model.trust_remote_code",
+    "actor_rollout_ref.model.use_remove_padding": "actor.use_remove_padding",
+    "actor_rollout_ref.model.enable_gradient_checkpointing": "actor.gradient_checkpointing",
+    "actor_rollout_ref.actor.strategy": "actor.strategy",
+    "actor_rollout_ref.actor.optim.lr": "actor.lr",
+    "actor_rollout_ref.actor.ppo_mini_batch_size": "actor.ppo_mini_batch_size",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": "actor.ppo_micro_batch_size_per_gpu",
+    "actor_rollout_ref.actor.use_kl_loss": "algorithm.use_kl_loss",
+    "actor_rollout_ref.actor.kl_loss_coef": "algorithm.kl_loss_coef",
+    "actor_rollout_ref.actor.kl_loss_type": "algorithm.kl_loss_type",
+    "actor_rollout_ref.actor.entropy_coeff": "algorithm.entropy_coeff",
+    "actor_rollout_ref.actor.fsdp_config.param_offload": "actor.param_offload",
+    "actor_rollout_ref.actor.fsdp_config.optimizer_offload": "actor.optimizer_offload",
+    "actor_rollout_ref.rollout.name": "rollout.name",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size": "rollout.tensor_parallel_size",
+    "actor_rollout_ref.rollout.gpu_memory_utilization": "rollout.gpu_memory_utilization",
+    "actor_rollout_ref.rollout.n": "rollout.n",
+    "actor_rollout_ref.rollout.temperature": "rollout.temperature",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": "rollout.log_prob_micro_batch_size_per_gpu",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": "rollout.log_prob_micro_batch_size_per_gpu",
+    "actor_rollout_ref.ref.fsdp_config.param_offload": "actor.param_offload",
+    "reward.custom_reward_function": "reward.function",
+    "trainer.project_name": "trainer.project_name",
+    "trainer.logger": "trainer.logger (and tracking.*)",
+    "trainer.nnodes": "resources.nodes",
+    "trainer.n_gpus_per_node": "resources.gpus_per_node",
+    "trainer.total_epochs": "trainer.total_epochs",
+    "trainer.total_training_steps": "trainer.total_training_steps",
+    "trainer.max_actor_ckpt_to_keep": "trainer.max_actor_ckpt_to_keep",
+    "trainer.val_before_train": "trainer.val_before_train",
+    "trainer.test_freq": "trainer.test_freq",
+    "trainer.save_freq": "trainer.save_freq",
+    "trainer.resume_mode": "trainer.resume_mode",
+    "trainer.resume_from_path": "trainer.resume_from_path",
+    "trainer.default_local_dir": "trainer.checkpoint_dir",
+}
+# Keys the launcher decides itself in some runs (eval, resume, the Ray bootstrap), whether or not this spec's
+# training list holds them: the run's name, validation-only mode, the device, Ray's resources.
+OWNED_KEYS = ("trainer.experiment_name", "trainer.val_only", "trainer.device", "trainer.critic_warmup",
+              "ray_kwargs.ray_init.num_cpus", "ray_kwargs.ray_init.num_gpus")
+# What CPU training sets besides (verl_overrides' docstring): owned too, where the spec trains on CPU.
+CPU_KEYS = ("actor_rollout_ref.model.override_config.attn_implementation", "actor_rollout_ref.actor.fsdp_config.strategy",
+            "actor_rollout_ref.actor.fsdp_config.mixed_precision", "actor_rollout_ref.rollout.dtype",
+            "actor_rollout_ref.rollout.enforce_eager", "actor_rollout_ref.rollout.free_cache_engine",
+            "actor_rollout_ref.rollout.enable_sleep_mode", "actor_rollout_ref.rollout.agent.num_workers",
+            "reward.num_workers", "transfer_queue.backend.SimpleStorage.num_data_storage_units")
+
+
+def override_key(item: str) -> str:
+    """The dotted key of one Hydra override: `+a.b=1`, `++a.b=1`, `~a.b` and `a.b=1` all give `a.b`."""
+    return item.lstrip("+~").partition("=")[0]
+
+
+def _within(key: str, other: str) -> bool:
+    """One key sets (part of) the other: the same key, a key inside it, or a section holding it."""
+    return key == other or key.startswith(other + ".") or other.startswith(key + ".")
+
+
+def override_conflicts(spec: ExperimentSpec) -> list[tuple[int, str]]:
+    """(index, what to do instead) for each of `verl.overrides` that sets a key the launcher sets: a typed field's
+    (use the field) or one the launcher owns. The chart's _validate.tpl refuses the same (its constants)."""
+    owned = OWNED_KEYS + (CPU_KEYS if spec.cpu_training else ())
+    out = []
+    for i, item in enumerate(spec.verl.overrides):
+        key = override_key(item)
+        typed = next((k for k in TYPED_KEYS if _within(key, k)), None)
+        mine = next((k for k in owned if _within(key, k)), None)
+        if typed is not None:
+            out.append((i, f"{typed} is the typed field {TYPED_KEYS[typed]}: set that instead"))
+        elif mine is not None:
+            out.append((i, f"the launcher sets {mine} itself"))
+    return out
