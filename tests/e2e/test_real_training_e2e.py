@@ -88,9 +88,11 @@ def test_grpo_exp3_cpu_trains_for_real(real_node, namespace, run_volume, tmp_pat
             f"trainer.total_epochs={math.ceil(steps / 3)}", f"storage.claim_name={CLAIM}",
             # a hung run fails within 20 minutes (the operator ends the job) instead of holding CI's budget
             "run_policy.active_deadline_seconds=1200"]
-    spec = load_spec(CONFIG, [f"scheduling.namespace={ns}", *sets])
-    rc, out, err = run_launcher(["submit", CONFIG, "-n", ns, "--follow", *[a for s in sets for a in ("--set", s)]],
-                                info, runs, timeout=1800)
+    # a verl setting no typed field names (issue 30's verl.overrides), on one of the short runs: verl must get it
+    own = ["actor_rollout_ref.rollout.max_num_batched_tokens=2048"] if backend == "trainjob" else []
+    spec = load_spec(CONFIG, [f"scheduling.namespace={ns}", *sets, *(f"verl.overrides+={o}" for o in own)])
+    rc, out, err = run_launcher(["submit", CONFIG, "-n", ns, "--follow", *[a for s in sets for a in ("--set", s)],
+                                 *[a for o in own for a in ("--verl", o)]], info, runs, timeout=1800)
     run = runs / spec.job_name
     logs = {p.stem: p.read_text(errors="replace") for p in sorted((run / "logs").glob("*.log"))}
     assert rc == 0, f"{err[-3000:]}\nlogs: {json.dumps({k: v[-3000:] for k, v in logs.items()})}"
@@ -108,6 +110,10 @@ def test_grpo_exp3_cpu_trains_for_real(real_node, namespace, run_volume, tmp_pat
         diff = {k: (m.get(k), x) for k, x in data.items() if not same(m.get(k), x)}
         assert not diff, (m["step"], diff)
     assert "actor/entropy" in mine[0] and "critic/score/mean" in mine[0], sorted(mine[0])
+    if own:  # ...in verl's own printed config, as the launcher saved it
+        verl_config = json.loads((run / "verl_config.json").read_text())["config"]
+        assert verl_config["actor_rollout_ref"]["rollout"]["max_num_batched_tokens"] == 2048
+        assert json.loads((run / "provenance.json").read_text())["verl_overrides"] == own
 
     rc, out, err = run_launcher(["report", str(run)], info, runs, timeout=300)
     assert rc == 0, err
