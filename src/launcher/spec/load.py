@@ -149,9 +149,9 @@ def parse_set_key(item: str, key: str) -> list[str | int]:
 def apply_sets(raw: dict, sets: Iterable[str]) -> dict:
     """Apply `--set a.b.c=value` overrides; the value is parsed as a YAML scalar/flow value.
 
-    As Helm's `--set`, `a.b[0].c=v` reaches into (or creates) a list; `a.b+=v` (not Helm's) appends v to it. An index may name an existing item or
+    As Helm's `--set`, `a.b[0].c=v` reaches into (or creates) a list. An index may name an existing item or
     the position just past the end (which appends); one further out is refused rather than padded with nulls
-    the way Helm does, since no config list accepts a null item.
+    the way Helm does, since no config list accepts a null item. `a.b+=v` (not Helm's) appends v to the list.
     """
     out = copy.deepcopy(raw)
     for item in sets:
