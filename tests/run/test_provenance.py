@@ -61,6 +61,26 @@ def test_verl_config_is_captured_from_the_start_up_pprint():
     assert cap.feed(lines) is None  # once
 
 
+def test_verl_config_is_captured_when_ray_forwards_its_lines_in_pieces():
+    """A real 2-node TrainJob's log (grpo-exp3-cpu with a --verl override, CI on a loaded machine): Ray forwarded
+    verl's config pprint in pieces (a line cut after `{'distributed': `, `None` and `,` as lines of their own), which
+    the capture read as the end of the pprint before, so the run had no verl_config.json."""
+    lines = (Path(__file__).resolve().parents[1] / "fixtures" / "verl_config_split_by_ray.log").read_text().splitlines()
+    pieces = [ln for ln in lines if ln.startswith("(TaskRunnerV1 pid=307) ") and not ln[23:].startswith((" ", "{'a"))]
+    assert len(pieces) > 20  # the fixture still shows what it is for
+    cap = provenance.VerlConfigCapture()
+    got = [c for c in (cap.feed([ln]) for ln in lines) if c]
+    assert len(got) == 1
+    cfg = got[0]
+    assert cfg["actor_rollout_ref"]["rollout"]["max_num_batched_tokens"] == 2048
+    assert cfg["actor_rollout_ref"]["rollout"]["load_format"] == "dummy"  # one of the cut lines
+    assert cfg["trainer"]["nnodes"] == 2 and cfg["trainer"]["device"] == "cpu"
+    # the same lines with another actor's output between them: each actor's lines are read apart
+    mixed = [x for ln in lines for x in (ln, "(WorkerDict pid=9) INFO something else {")]
+    cap = provenance.VerlConfigCapture()
+    assert [c for c in (cap.feed([ln]) for ln in mixed) if c] == [cfg]
+
+
 def test_literal_parser_takes_non_finite_floats_and_refuses_code():
     assert provenance.parse_literal("{'a': nan, 'b': [-inf, 1e-06], 'c': None, 'd': (1, 'x')}")["b"][0] == -float("inf")
     assert provenance.parse_literal("__import__('os').system('true')") is None

@@ -132,16 +132,18 @@ def pin_images(objects: list[dict], pins: dict[str, str]) -> list[dict]:
 # verl_config.json
 
 
-def _payload(line: str) -> str:
-    """A log line without Ray's colour codes and `(Actor pid=N)` prefix."""
-    return _RAY.sub("", _ANSI.sub("", line), count=1)
-
-
 class VerlConfigCapture:
-    """Finds verl's start-up config pprint in one stream's lines; `.config` once it has parsed."""
+    """Finds verl's start-up config pprint in one stream's lines; `.config` once it has parsed.
+
+    Ray forwards a worker's output as it reads it, so under load one pprint line can arrive in pieces, each with the
+    actor's prefix: `'turbo_config': {'distributed': ` then `{'expert_fully_shard_parallel_size': 1,`, or `None`
+    then `,` (tests/fixtures/verl_config_split_by_ray.log, from a real run). pprint starts every next line with
+    spaces, so a piece that does not is joined to the line before. A `{'` line may be such a piece or the start of
+    the config, so the capture follows both readings: at most two candidates, each fed only its own actor's lines.
+    """
 
     def __init__(self):
-        self._buf: list[str] | None = None
+        self._candidates: list[_Candidate] = []
         self.config: dict | None = None
 
     def feed(self, lines: Iterable[str]) -> dict | None:
@@ -149,25 +151,55 @@ class VerlConfigCapture:
         if self.config is not None:
             return None
         for line in lines:
-            text = _payload(line)
-            if self._buf is not None and not text.startswith(" "):
-                self._buf = None  # pprint indents every continuation line: this one starts something else
-            if self._buf is None:
-                if not text.startswith("{'"):
-                    continue
-                self._buf = []
-            self._buf.append(text)
-            if len(self._buf) > MAX_CONFIG_LINES:
-                self._buf = None
-                continue
-            if text.rstrip().endswith("}"):
-                parsed = parse_literal("\n".join(self._buf))
-                if isinstance(parsed, dict):
-                    self._buf = None
-                    if VERL_TOP_KEYS <= parsed.keys():
-                        self.config = parsed
-                        return parsed
+            clean = _ANSI.sub("", line)
+            m = _RAY.match(clean)
+            actor, text = (m.group(0).strip() if m else None), _RAY.sub("", clean, count=1)
+            if text.startswith("{'"):
+                self._candidates = [*self._candidates[-1:], _Candidate(actor)]
+            for cand in list(self._candidates):
+                if cand.actor != actor:
+                    continue  # another actor's line between two of this one's
+                verdict = cand.add(text)
+                if verdict is False:
+                    self._candidates.remove(cand)
+                elif verdict is not None:
+                    self.config, self._candidates = verdict, []
+                    return verdict
         return None
+
+
+class _Candidate:
+    """One reading of a pprint in progress: its lines so far and its bracket depth outside string literals (when a
+    parse can succeed; the parse decides)."""
+
+    def __init__(self, actor: str | None):
+        self.actor, self.lines, self.depth_before_last = actor, [], 0
+
+    def add(self, text: str) -> dict | bool | None:
+        """The config when this line completes it, False when this reading cannot be it, else None."""
+        if self.lines and text and not text.startswith((" ", "\t")):
+            self.lines[-1] += text  # a piece of the line before
+        else:
+            if self.lines:
+                self.depth_before_last += _depth(self.lines[-1])
+            self.lines.append(text)
+        depth = self.depth_before_last + _depth(self.lines[-1])
+        if len(self.lines) > MAX_CONFIG_LINES or depth < 0:
+            return False
+        if depth == 0 and text.rstrip().endswith("}"):
+            parsed = parse_literal("\n".join(self.lines))
+            if isinstance(parsed, dict):
+                return parsed if VERL_TOP_KEYS <= parsed.keys() else False
+        return None
+
+
+_STRING = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+
+
+def _depth(line: str) -> int:
+    """Brackets opened minus closed in one pprint line, string literals left out."""
+    bare = _STRING.sub("", line)
+    return sum(bare.count(c) for c in "{[(") - sum(bare.count(c) for c in "}])")
 
 
 _NAMES = {"nan": math.nan, "inf": math.inf, "None": None, "True": True, "False": False}
