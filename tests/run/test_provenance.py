@@ -79,6 +79,12 @@ def test_verl_config_is_captured_when_ray_forwards_its_lines_in_pieces():
     mixed = [x for ln in lines for x in (ln, "(WorkerDict pid=9) INFO something else {")]
     cap = provenance.VerlConfigCapture()
     assert [c for c in (cap.feed([ln]) for ln in mixed) if c] == [cfg]
+    # a `{'` line that never closes, then a long run of step lines: that reading is dropped, the config still found
+    steps = [f"(TaskRunnerV1 pid=307) step:{i} - actor/entropy:1.5 - critic/score/mean:0.1" for i in range(2000)]
+    cap = provenance.VerlConfigCapture()
+    assert cap.feed(["(TaskRunnerV1 pid=307) {'x': [1,", *steps]) is None
+    assert len(cap._candidates) == 0
+    assert cap.feed(lines) == cfg
 
 
 def test_literal_parser_takes_non_finite_floats_and_refuses_code():

@@ -33,6 +33,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _RAY = re.compile(r"^\((?:[\w.:-]+ )?pid=\d+(?:, ip=[^)]*)?\) ?")
 VERL_TOP_KEYS = {"actor_rollout_ref", "data", "trainer"}  # a dict without these is some other pprint
 MAX_CONFIG_LINES = 20_000  # verl's full config is ~500 lines; a runaway "{" line never holds memory
+MAX_PPRINT_LINE = 16_384  # characters in one pprint line put back together (pprint wraps at 80 plus its indentation)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -183,8 +184,10 @@ class _Candidate:
             if self.lines:
                 self.depth_before_last += _depth(self.lines[-1])
             self.lines.append(text)
+        if len(self.lines) > MAX_CONFIG_LINES or len(self.lines[-1]) > MAX_PPRINT_LINE:
+            return False  # not a pprint: a reading that took, say, step lines for pieces ends here
         depth = self.depth_before_last + _depth(self.lines[-1])
-        if len(self.lines) > MAX_CONFIG_LINES or depth < 0:
+        if depth < 0:
             return False
         if depth == 0 and text.rstrip().endswith("}"):
             parsed = parse_literal("\n".join(self.lines))
