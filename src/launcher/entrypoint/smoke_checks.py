@@ -175,15 +175,23 @@ def validation_overrides(spec: ExperimentSpec, overrides: Sequence[str]) -> tupl
     return out, " (0 GPUs: validated with trainer.n_gpus_per_node=1, one worker per CPU pod)"
 
 
+def verl_installed() -> bool:
+    """verl itself is importable (a directory named verl on the path is a namespace package without an origin)."""
+    import importlib.util
+
+    found = importlib.util.find_spec("verl")
+    return found is not None and found.origin is not None
+
+
 def check_verl_config(spec: ExperimentSpec, overrides: Sequence[str]) -> Check:
     """Compose verl's `ppo_trainer` with Hydra from verl's installed config dir and run main_ppo's validation."""
     import importlib.util
     import warnings
 
     try:
-        found = importlib.util.find_spec("verl")
-        if found is None or found.origin is None:
+        if not verl_installed():
             return Check("verl_config", False, "verl is not installed in this image")
+        found = importlib.util.find_spec("verl")
         from hydra import compose, initialize_config_dir
 
         used, note = validation_overrides(spec, overrides)

@@ -42,12 +42,10 @@ def run(args: argparse.Namespace) -> int:
 def _verl_check(spec, overrides: list[str]) -> tuple[bool, str]:
     """verl's own Hydra compose + validate_config on the whole list where verl is installed (seconds: only when the
     user added overrides; the launcher's own list is proven against verl by tests/verl); else what checks remain."""
-    import importlib.util
+    from launcher.entrypoint.smoke_checks import check_verl_config, verl_installed
 
-    found = importlib.util.find_spec("verl")
-    if found is None or found.origin is None:  # no origin: a namespace package (a directory named verl), not verl
+    if not verl_installed():
         return True, "their syntax checked; verl is not installed here, so verl composes them in the pod"
-    from launcher.entrypoint.smoke_checks import check_verl_config
 
     check = check_verl_config(spec, overrides)
     return check.ok, (f"composed and validated by verl: {check.detail}" if check.ok
