@@ -292,25 +292,18 @@ def _nullable(node: dict) -> bool:
 
 
 def yaml_scalar(value: Any) -> str:
-    """A flow scalar that Go's YAML (Helm) and PyYAML both read back as the same value."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
+    """A flow scalar that Go's YAML (Helm) and PyYAML both read back as the same value: the manifests' own
+    encoder (`q`), except that PyYAML (YAML 1.1) needs a dot in a float's mantissa, and collections inline."""
     if isinstance(value, float):
-        text = repr(value)
+        text = R.q(value)
         if "e" in text and "." not in text.split("e")[0]:
-            text = text.replace("e", ".0e", 1)  # PyYAML (YAML 1.1) needs a dot to read a float
+            text = text.replace("e", ".0e", 1)
         return text
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=True)
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(k)}: {yaml_scalar(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{R.q(k)}: {yaml_scalar(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list):
         return "[" + ", ".join(yaml_scalar(v) for v in value) + "]"
-    raise TypeError(type(value).__name__)
+    return R.q(value)
 
 
 # Keys that YAML 1.1 (Go's yaml, which Helm uses) reads as booleans or null: `n: 2` would become

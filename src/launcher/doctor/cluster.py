@@ -66,12 +66,22 @@ def check_namespace(kube, spec: ExperimentSpec) -> Check:
 
     ns = spec.scheduling.namespace
     found = unless_forbidden(kube.get, NAMESPACE, ns, default=FORBIDDEN)
+    return _presence("namespace", found, present=ns,
+                     forbidden=f"{ns} (cannot read Namespace objects: assumed to exist)",
+                     absent=f"namespace {ns} does not exist",
+                     fix=f"kubectl create namespace {ns}, or use another: -n NAMESPACE (scheduling.namespace)")
+
+
+def _presence(name: str, found, *, present: str, forbidden: str, absent: str, fix: str) -> Check:
+    """A check of one object read with `unless_forbidden(..., default=FORBIDDEN)`: there, unreadable (assumed
+    there, since a namespaced user often cannot read cluster-scoped objects) or missing."""
+    from launcher.kube import FORBIDDEN
+
     if found is FORBIDDEN:
-        return Check("namespace", OK, f"{ns} (cannot read Namespace objects: assumed to exist)")
+        return Check(name, OK, forbidden)
     if found is None:
-        return Check("namespace", FAIL, f"namespace {ns} does not exist",
-                     f"kubectl create namespace {ns}, or use another: -n NAMESPACE (scheduling.namespace)")
-    return Check("namespace", OK, ns)
+        return Check(name, FAIL, absent, fix)
+    return Check(name, OK, present)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -165,12 +175,10 @@ def check_kueue(kube, spec: ExperimentSpec, served: Served) -> Check:
     cq_res = kueue.clusterqueue(ver)
     base = f"LocalQueue {queue} in {ns} → ClusterQueue {cq_name or '?'} (kueue.x-k8s.io {', '.join(versions)} served)"
     cq = unless_forbidden(kube.get, cq_res, cq_name, default=FORBIDDEN) if cq_name else None
-    if cq is FORBIDDEN:
-        return Check("kueue", OK, f"{base}; ClusterQueue not readable (forbidden), assumed present")
-    if cq is None:
-        return Check("kueue", FAIL, f"{base}, which does not exist: Kueue will never admit the job",
-                     f"ask an admin to create ClusterQueue {cq_name} (or point LocalQueue {queue} at an existing one)")
-    return Check("kueue", OK, base)
+    return _presence("kueue", cq, present=base,
+                     forbidden=f"{base}; ClusterQueue not readable (forbidden), assumed present",
+                     absent=f"{base}, which does not exist: Kueue will never admit the job",
+                     fix=f"ask an admin to create ClusterQueue {cq_name} (or point LocalQueue {queue} at an existing one)")
 
 
 # --------------------------------------------------------------------------------------------------
