@@ -477,8 +477,9 @@ def constants() -> dict:
         "gpuSelectors": {scheme: {t: dict(zip(("nodeSelector", "matchExpressions"), G.split(reqs)))
                                   for t, reqs in types.items()} for scheme, types in G.TABLE.items()},
         "gpuTypesByScheme": {scheme: sorted(types) for scheme, types in G.TABLE.items()},
-        "specMount": R.SPEC_MOUNT,
-        "specPath": R.SPEC_PATH,
+        "specMount": C.SPEC_MOUNT,
+        "specPath": C.SPEC_PATH,
+        "rewardFileKey": C.REWARD_FILE_KEY,
         "homeDir": R.HOME_DIR,
         "rayVersion": R.RAY_VERSION,
         "entrypoint": R.ENTRYPOINT,

@@ -720,3 +720,26 @@ def test_verl_override_refusals_match_the_cli(config, tmp_path):
     refused = set(cli)
     assert {1, 2, 3, 4, 5, 6} <= refused and not {0, 9, 10, 11} & refused  # the table means something
     assert (7 in refused and 8 in refused) == (config == "grpo-exp3-cpu.yaml")  # CPU training's own keys
+
+
+def test_reward_file_refusals_match_the_cli(tmp_path):
+    """A local reward path needs its content (--set-file), a pkg:// module must not have one: the chart says so as
+    the CLI does. (Helm cannot parse Python: the pod's entrypoint runs the CLI's rules on spec.yaml for that.)"""
+    from chart_support import values_file
+
+    cpu = ROOT / "configs" / "grpo-exp3-cpu.yaml"
+    values = str(values_file(tmp_path, cpu))
+    for sets, cli_words, chart_words in [
+        (["reward.function.path=./r.py"], "reward.function.source: expected the content of ./r.py",
+         "values.reward.function.source must be the content of ./r.py: --set-file reward.function.source=./r.py"),
+        (["reward.function.source=x = 1"], "reward.function.source: expected nothing: a pkg:// module",
+         "values.reward.function.source must be unset for a pkg:// module"),
+    ]:
+        raw = load_raw(cpu)
+        for item in sets:
+            key, value = item.split("=", 1)
+            raw["reward"]["function"][key.rsplit(".", 1)[1]] = value
+        with pytest.raises(BadInput) as exc:
+            spec_from_raw(raw)
+        assert cli_words in str(exc.value)
+        assert chart_words in helm_error("-f", values, *[a for s in sets for a in ("--set-string", s)])

@@ -299,3 +299,26 @@ def test_parity_user_selector_affinity_and_toleration_win_over_the_preset(scheme
     values = values_file(tmp_path, config, sets=sets, backend=backend)
     launcher = launcher_objects(config, sets=sets, backend=backend)
     assert_same_objects(launcher, helm_objects("-f", str(values)))
+
+
+# A reward file with what YAML and JSON escape differently: quotes, backslashes, a tab, CRLF line ends, non-ASCII,
+# HTML-special characters (Go's JSON writes \u003c), a trailing line without a newline.
+REWARD_FILE = ('"""Scores <b>&amp;</b> \'é\' 😀."""\r\n\r\ndef compute_score(data_source, solution_str, ground_truth, '
+               'extra_info=None):\r\n\treturn 1.0 if "\\\\" in solution_str else 0.0  # <&>')
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_parity_with_a_reward_file_given_with_set_file(backend, tmp_path):
+    """The user's reward file: the launcher reads reward.function.path; Helm takes --set-file reward.function.source.
+    Both put it in the ConfigMap (spec.yaml and the mounted reward.py) and in the hash, byte for byte."""
+    reward = tmp_path / "my_reward.py"
+    reward.write_bytes(REWARD_FILE.encode())
+    config = tmp_path / "exp.yaml"
+    cpu = ROOT / "configs" / "grpo-exp3-cpu.yaml"
+    config.write_text(yaml.safe_dump({"base": str(cpu), "reward": {"function": {"path": "./my_reward.py"}}}))
+    launcher = launcher_objects(config, backend=backend)
+    assert launcher[0]["data"]["reward.py"] == REWARD_FILE
+    values = values_file(tmp_path, cpu, backend=backend)
+    chart = helm_objects("-f", str(values), "--set", "reward.function.path=./my_reward.py",
+                         "--set-file", f"reward.function.source={reward}")
+    assert_same_objects(launcher, chart)

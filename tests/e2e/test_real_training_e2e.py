@@ -18,6 +18,7 @@ import pytest
 import kwok_support as ks
 import realnode as rn
 from launcher_helpers import rows, run_launcher
+from launcher.spec.contract import REWARD_FILE_PATH
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode]
 
@@ -66,6 +67,10 @@ def same(a: object, b: object) -> bool:
     return a == b
 
 
+# The e2e reward file's two scores: exact in binary, and neither 0, 1 nor the CPU image's shaping term's 0.5 × share.
+REWARD_EVEN, REWARD_ODD = 0.6875, 0.3125
+
+
 def slope(values: list[float]) -> float:
     n = len(values)
     mx, my = (n - 1) / 2, sum(values) / n
@@ -90,6 +95,13 @@ def test_grpo_exp3_cpu_trains_for_real(real_node, namespace, run_volume, tmp_pat
             "run_policy.active_deadline_seconds=1200"]
     # a verl setting no typed field names (issue 30's verl.overrides), on one of the short runs: verl must get it
     own = ["actor_rollout_ref.rollout.max_num_batched_tokens=2048"] if backend == "trainjob" else []
+    # the user's reward function from a local file, on another: its scores (no built-in rule gives them) must be
+    # the ones verl reports
+    if backend == "pytorchjob" and nodes == 2:
+        (tmp_path / "my_reward.py").write_text(
+            "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+            f"    return {REWARD_EVEN} if len(solution_str) % 2 == 0 else {REWARD_ODD}\n")
+        sets.append(f"reward.function.path={tmp_path / 'my_reward.py'}")
     spec = load_spec(CONFIG, [f"scheduling.namespace={ns}", *sets, *(f"verl.overrides+={o}" for o in own)])
     rc, out, err = run_launcher(["submit", CONFIG, "-n", ns, "--follow", *[a for s in sets for a in ("--set", s)],
                                  *[a for o in own for a in ("--verl", o)]], info, runs, timeout=1800)
@@ -110,6 +122,11 @@ def test_grpo_exp3_cpu_trains_for_real(real_node, namespace, run_volume, tmp_pat
         diff = {k: (m.get(k), x) for k, x in data.items() if not same(m.get(k), x)}
         assert not diff, (m["step"], diff)
     assert "actor/entropy" in mine[0] and "critic/score/mean" in mine[0], sorted(mine[0])
+    if any(s.startswith("reward.function.path=") for s in sets):  # ...scored by the user's file, in the ConfigMap
+        for r in mine:
+            assert {r["critic/score/min"], r["critic/score/max"]} <= {REWARD_EVEN, REWARD_ODD}, r
+        verl_config = json.loads((run / "verl_config.json").read_text())["config"]
+        assert verl_config["reward"]["custom_reward_function"]["path"] == REWARD_FILE_PATH
     if own:  # ...in verl's own printed config, as the launcher saved it
         verl_config = json.loads((run / "verl_config.json").read_text())["config"]
         assert verl_config["actor_rollout_ref"]["rollout"]["max_num_batched_tokens"] == 2048

@@ -294,3 +294,30 @@ def test_user_overrides_verl_refuses_are_exit_2_naming_them(item, words, capsys)
     assert main(["validate", str(CONFIGS["grpo-exp3"]), "--verl", item]) == 2
     err = capsys.readouterr().err
     assert "verl.overrides: verl refused the override list: " in err and words in err
+
+
+def test_a_reward_file_shipped_in_the_configmap_is_what_verl_calls(tmp_path):
+    """reward.function.path: ./my_reward.py: verl's own loader (get_custom_reward_fn, as its reward workers call it)
+    imports the file as the run's ConfigMap carries it, from the path the launcher's override names."""
+    import yaml
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    from launcher.render.manifests import render
+    from launcher.spec.contract import REWARD_FILE_KEY, REWARD_FILE_PATH
+
+    (tmp_path / "my_reward.py").write_text(
+        "def score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    return 0.6875 if len(solution_str) % 2 == 0 else 0.3125\n")
+    config = tmp_path / "exp.yaml"
+    config.write_text(yaml.safe_dump({"base": str(CONFIGS["grpo-exp3"]),
+                                      "reward": {"function": {"path": "./my_reward.py", "name": "score"}}}))
+    spec = load_spec(config)
+    cfg = compose(verl_overrides(spec))
+    validate(cfg)
+    assert (cfg.reward.custom_reward_function.path, cfg.reward.custom_reward_function.name) == (REWARD_FILE_PATH, "score")
+    mounted = tmp_path / "etc-grpo" / REWARD_FILE_KEY  # the pod's read-only ConfigMap mount, here a directory
+    mounted.parent.mkdir()
+    mounted.write_text(next(o for o in render(spec) if o["kind"] == "ConfigMap")["data"][REWARD_FILE_KEY])
+    cfg.reward.custom_reward_function.path = str(mounted)
+    fn = get_custom_reward_fn(cfg)
+    assert [fn("openai/gsm8k", s, "72") for s in ("ab", "abc")] == [0.6875, 0.3125]

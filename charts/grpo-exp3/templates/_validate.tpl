@@ -178,6 +178,17 @@ namespace with objects in another confuses `helm list`/`helm uninstall`/`helm te
 {{- $errs = append $errs (printf "values.verl.overrides[%d] must be a verl key the launcher does not set itself (%s), got %q" $i $why $o) -}}
 {{- end -}}
 {{- end -}}
+{{- /* reward.function (spec.rules._reward_problems): a local file's content comes with --set-file; Helm cannot parse
+Python, so the pod's entrypoint (which runs the same rules on spec.yaml) reports a file that is not Python */ -}}
+{{- with $v.reward.function -}}
+{{- if hasPrefix "pkg://" .path -}}
+{{- if ne .source nil -}}
+{{- $errs = append $errs (printf "values.reward.function.source must be unset for a pkg:// module (it comes from the image; source is the content of a local reward.function.path), got %d characters" (len .source)) -}}
+{{- end -}}
+{{- else if eq .source nil -}}
+{{- $errs = append $errs (printf "values.reward.function.source must be the content of %s: --set-file reward.function.source=%s" .path .path) -}}
+{{- end -}}
+{{- end -}}
 {{- /* backend trainjob: what Kubeflow Trainer v2.2 and JobSet refuse (spec._trainjob_problems) */ -}}
 {{- if eq $v.backend "trainjob" -}}
 {{- $job := include "grpo-exp3.jobName" . -}}

@@ -20,15 +20,13 @@ import yaml
 
 from launcher.spec import names as L
 from launcher.spec import canonical
-from launcher.spec.contract import START_OVER_ENV
+from launcher.spec.contract import REWARD_FILE_KEY, SPEC_MOUNT, SPEC_PATH, START_OVER_ENV
 from launcher.spec import gpu as gpu_select
 from launcher.spec.verl import CPU_RAY_MIN_CPUS
 
 if TYPE_CHECKING:
     from launcher.spec.model import ExperimentSpec
 
-SPEC_MOUNT = "/etc/grpo"
-SPEC_PATH = f"{SPEC_MOUNT}/spec.yaml"
 HOME_DIR = "/home/verl"
 # Ray version baked into docker/requirements.lock; KubeRay uses it to pick ray start flags.
 RAY_VERSION = "2.60.0"
@@ -516,7 +514,8 @@ def render(spec: ExperimentSpec, *, component: Component = "trainer", gitops: bo
             )
         )
     objects.append(
-        _render_template("configmap.yaml.j2", name=cm, namespace=namespace, labels=labels, spec_yaml=spec_document(spec))
+        _render_template("configmap.yaml.j2", name=cm, namespace=namespace, labels=labels, spec_yaml=spec_document(spec),
+                         reward_key=REWARD_FILE_KEY, reward=fn.source if (fn := spec.reward.function) else None)
     )
     common = dict(
         job_name=instance, namespace=namespace, labels=labels, run_policy=spec.run_policy,

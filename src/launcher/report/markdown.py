@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from launcher.report.load import flatten
-from launcher.spec.contract import builtin_model
+from launcher.spec.contract import builtin_model, describe_source
 
 # Definitions quoted from verl 0.9.1 (shared/notes/verl.md section 6), for the header.
 DEFINITIONS: dict[str, str] = {
@@ -63,7 +63,9 @@ CONFIG_FIELDS = [
     "trainer.total_training_steps",
     "resources.nodes",
     "resources.gpus_per_node",
-    "verl.overrides",  # only in a config that has some (spec.derived.OMITTED_WHILE_DEFAULT)
+    "reward.function.path",  # these two only in a config with a reward function (OMITTED_WHILE_DEFAULT)
+    "reward.function.source",
+    "verl.overrides",  # only in a config that has some
 ]
 
 
@@ -132,6 +134,8 @@ def render(doc: Mapping, plots: Mapping[str, str], sections: Sequence[Any] = ())
     cfg = doc.get("config")
     if cfg:
         flat = flatten(cfg)
+        if isinstance(flat.get("reward.function.source"), str):  # a file's content, not a table cell
+            flat["reward.function.source"] = describe_source(flat["reward.function.source"])
         shown = [f for f in CONFIG_FIELDS if f in flat]
         add("| field | value |\n|---|---|")
         for f in shown:

@@ -86,6 +86,22 @@ def describe_model(path: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
+# The run's ConfigMap, mounted read-only in every pod: the resolved spec, and a reward function from a local file
+# (reward.function.source), which verl imports from its path there.
+
+SPEC_MOUNT = "/etc/grpo"
+SPEC_PATH = f"{SPEC_MOUNT}/spec.yaml"
+REWARD_FILE_KEY = "reward.py"
+REWARD_FILE_PATH = f"{SPEC_MOUNT}/{REWARD_FILE_KEY}"
+
+
+def describe_source(text: str) -> str:
+    """A reward file's content in one line (validate, the report): its size and the start of its sha256."""
+    data = text.encode("utf-8")
+    return f"{len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()[:12]}"
+
+
+# --------------------------------------------------------------------------------------------------
 # Environment and markers
 
 # `submit --new` renders this into every pod: the first start that sees a new token sets the run's earlier

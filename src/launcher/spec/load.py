@@ -117,12 +117,44 @@ def load_raw(path: str | Path, _chain: tuple[Path, ...] = ()) -> dict:
     if not isinstance(data, dict):
         raise BadInput(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
     base = data.pop(BASE_KEY, None)
+    read_reward_source(data, path.parent)
     if base is None:
         return data
     if not isinstance(base, str) or not base:
         raise BadInput(f"{path}: {BASE_KEY}: expected a relative or absolute file path, got {base!r}")
     parent = load_raw(path.parent / base, (*_chain, resolved))
     return deep_merge(parent, data)
+
+
+def _reward_path(raw: dict) -> Any:
+    reward = raw.get("reward")
+    fn = reward.get("function") if isinstance(reward, dict) else None
+    return fn.get("path") if isinstance(fn, dict) else None
+
+
+def read_reward_source(raw: dict, base_dir: Path) -> None:
+    """Read a local reward file (`reward.function.path: ./my_reward.py`) into `reward.function.source`, so the spec
+    (its hash, the run's ConfigMap) carries the content. Relative paths are taken from `base_dir` (the directory
+    of the config file that names it). A mapping that already holds `source` (a run's spec.yaml, or Helm's
+    --set-file) is left as it is; `pkg://` modules live in the image and are not read."""
+    from launcher.spec.model import MAX_REWARD_SOURCE_BYTES
+
+    path = _reward_path(raw)
+    fn = raw["reward"]["function"] if path is not None else None
+    if not isinstance(path, str) or path.startswith("pkg://") or not path.endswith(".py") or "source" in fn:
+        return  # not a local file (the model says what is wrong with a bad path)
+    file = base_dir / path
+    where = f"reward.function.path: {path}" + ("" if Path(path).is_absolute() else f" (looked for {file.resolve()})")
+    if not file.is_file():
+        raise BadInput(f"{where}: expected a Python file, found {'a directory' if file.is_dir() else 'nothing'}")
+    size = file.stat().st_size
+    if size > MAX_REWARD_SOURCE_BYTES:
+        raise BadInput(f"{where}: expected at most {MAX_REWARD_SOURCE_BYTES} bytes (it travels in the run's "
+                       f"ConfigMap; put larger code in the image and name it pkg://<module>), got {size} bytes")
+    try:
+        fn["source"] = file.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{where}: expected UTF-8 Python source, got a non-UTF-8 byte at offset {exc.start}") from None
 
 
 _SEGMENT = re.compile(r"^(?P<name>[^\[\]]+)(?P<indices>(?:\[[^\[\]]*\])*)$")
@@ -233,7 +265,12 @@ def load_spec(path: str | Path, sets: Iterable[str] = (), backend: str | None = 
 
 
 def _raw_for(path: str | Path, sets: Iterable[str], backend: str | None) -> dict:
-    raw = apply_sets(load_raw(path), sets)
+    raw = load_raw(path)
+    before = _reward_path(raw)
+    raw = apply_sets(raw, sets)
+    if _reward_path(raw) != before:  # a reward file named on the command line: relative to the working directory
+        raw["reward"]["function"].pop("source", None)
+        read_reward_source(raw, Path.cwd())
     if backend:
         raw["backend"] = backend
     return raw

@@ -428,22 +428,37 @@ class TrackingSpec(_Model):
 
 
 # `pkg://<dotted.module>`: a module importable in the image (verl 0.9.1's load_module reads the pkg:// form).
-REWARD_PKG_RE = r"^pkg://[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+# Or a local Python file (./my_reward.py): the loader reads it into `source`, which the run's ConfigMap carries.
+REWARD_PATH_RE = rf"^(pkg://[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*|[^{_CONTROL}]*[^/{_CONTROL}]\.py)$"
+# A reward file travels twice in the run's ConfigMap (spec.yaml and the mounted file), which must stay under 1 MiB.
+MAX_REWARD_SOURCE_BYTES = 256 * 1024
 
 
 class RewardFunction(_Model):
     """A reward function verl calls instead of its built-in scorer (verl's `reward.custom_reward_function`)."""
 
-    path: Annotated[str, StringConstraints(pattern=REWARD_PKG_RE, max_length=512)] = Field(
+    path: Annotated[str, StringConstraints(pattern=REWARD_PATH_RE, max_length=512)] = Field(
         description="Where the function lives: pkg://<dotted.module>, a module inside the image (e.g. "
-        "pkg://grpo_verl_cpu.reward in the CPU image). Local files (./my_reward.py, shipped to the pods in a "
-        "ConfigMap) come later (issue 30).",
+        "pkg://grpo_verl_cpu.reward in the CPU image), or a local Python file (./my_reward.py, relative to the "
+        "config file that names it; from --set, to the working directory), which the launcher reads into "
+        "`source` and ships in the run's ConfigMap, mounted read-only in the pods.",
     )
     name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)] = Field(
         "compute_score",
         description="The function in that module: called as name(data_source, solution_str, ground_truth, "
         "extra_info), returning a score or a dict with `score`.",
     )
+    source: Annotated[str, StringConstraints(max_length=MAX_REWARD_SOURCE_BYTES)] | None = Field(
+        None,
+        description="The local file's content (at most 256 KiB), read by the launcher from `path`; with Helm: "
+        "--set-file reward.function.source=./my_reward.py. The config hash covers it, so a changed reward "
+        "function is a new run. `validate` checks that it is Python defining `name`, importing nothing from it.",
+    )
+
+    @property
+    def local(self) -> bool:
+        """A local file shipped in the ConfigMap, rather than a module in the image."""
+        return not self.path.startswith("pkg://")
 
 
 class RewardSpec(_Model):

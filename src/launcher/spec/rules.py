@@ -141,6 +141,7 @@ def check_rules(spec: ExperimentSpec) -> list[Problem]:
         )
     problems += _tracking_problems(spec)
     problems += _verl_override_problems(spec)
+    problems += _reward_problems(spec)
     problems += _env_problems(spec)
     if spec.backend == "trainjob":
         problems += _trainjob_problems(spec)
@@ -250,6 +251,54 @@ def _verl_override_problems(spec: ExperimentSpec) -> list[Problem]:
 
     return [Problem(f"verl.overrides.{i}", f"a verl key the launcher does not set itself ({instead})",
                     spec.verl.overrides[i]) for i, instead in override_conflicts(spec)]
+
+
+def _reward_problems(spec: ExperimentSpec) -> list[Problem]:
+    """A reward function from a local file: its content is there, small enough, Python, and defines `name`.
+    Checked by reading the source (ast), never by importing it: the file is the user's code, run only in the pod."""
+    from launcher.spec.model import MAX_REWARD_SOURCE_BYTES
+
+    fn = spec.reward.function
+    if fn is None:
+        return []
+    if not fn.local:
+        if "/" in fn.path[len("pkg://"):] or fn.path.endswith(".py"):  # the pattern's file branch: not a module
+            return [Problem("reward.function.path", "pkg://<dotted.module> (a module in the image) or a local file "
+                            "./name.py", fn.path)]
+        if fn.source is not None:
+            return [Problem("reward.function.source", f"nothing: a pkg:// module comes from the image (source is the "
+                            "content of a local reward.function.path)", _Redacted(f"{len(fn.source)} characters"))]
+        return []
+    if fn.source is None:
+        return [Problem("reward.function.source", f"the content of {fn.path} (the launcher reads the file "
+                        f"reward.function.path names; with Helm: --set-file reward.function.source={fn.path})", None)]
+    size = len(fn.source.encode("utf-8"))
+    if size > MAX_REWARD_SOURCE_BYTES:
+        return [Problem("reward.function.source", f"at most {MAX_REWARD_SOURCE_BYTES} bytes (it travels in the run's "
+                        "ConfigMap; put larger code in the image and name it pkg://<module>)",
+                        _Redacted(f"{size} bytes"))]
+    import ast
+
+    try:
+        tree = ast.parse(fn.source, filename=fn.path)
+    except (SyntaxError, ValueError) as exc:  # ValueError: NUL bytes
+        where = f"line {exc.lineno}: " if getattr(exc, "lineno", None) else ""
+        return [Problem("reward.function.source", f"valid Python in {fn.path}",
+                        _Redacted(f"{where}{getattr(exc, 'msg', None) or exc}"))]
+    defined = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined += [t.id for t in targets if isinstance(t, ast.Name)]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined += [(a.asname or a.name).split(".")[0] for a in node.names]
+    if fn.name not in defined:
+        names = ", ".join(n for n in dict.fromkeys(defined) if not n.startswith("_")) or "no public names"
+        return [Problem("reward.function.name", f"a function defined at the top level of {fn.path}",
+                        _Redacted(f"{fn.name!r}, which it does not define (it defines: {names})"))]
+    return []
 
 
 def _trainjob_problems(spec: ExperimentSpec) -> list[Problem]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Literal
 
-from launcher.spec.contract import builtin_model
+from launcher.spec.contract import REWARD_FILE_PATH, builtin_model
 
 if TYPE_CHECKING:
     from launcher.spec.model import ExperimentSpec
@@ -142,7 +142,7 @@ def verl_overrides(
         ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", r.log_prob_micro_batch_size_per_gpu),
         ("actor_rollout_ref.ref.fsdp_config.param_offload", act.param_offload),
         *([("reward.num_workers", 1)] if cpu else []),
-        *([("reward.custom_reward_function.path", fn.path),
+        *([("reward.custom_reward_function.path", REWARD_FILE_PATH if fn.local else fn.path),
            ("reward.custom_reward_function.name", fn.name)] if fn else []),
         *([("transfer_queue.backend.SimpleStorage.num_data_storage_units", 1)] if cpu else []),
         *([("+ray_kwargs.ray_init.num_gpus", 1)] if own_ray else []),

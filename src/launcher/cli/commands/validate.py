@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from launcher.spec.contract import builtin_model, describe_model
+    from launcher.spec.contract import builtin_model, describe_model, describe_source
     from launcher.spec.verl import verl_overrides
 
     spec = load_from_args(args)
@@ -29,6 +29,11 @@ def run(args: argparse.Namespace) -> int:
     model = f", model {describe_model(spec.model.path)}" if builtin_model(spec.model.path) else ""
     print(f"ok: {args.config} -> {spec.backend} {spec.job_name} in namespace {spec.scheduling.namespace}: {pods}, "
           f"{work}{model}")
+    fn = spec.reward.function
+    if fn is not None:
+        print(f"reward.function: {fn.name} from " + (
+            f"{fn.path} ({describe_source(fn.source)}; read as Python, not imported; shipped in the run's ConfigMap)"
+            if fn.local else f"{fn.path} (a module in the image)"))
     if spec.verl.overrides:
         ok, line = _verl_check(spec, verl_overrides(spec))
         if not ok:
