@@ -52,7 +52,7 @@ from launcher.spec import model as S  # noqa: E402
 from launcher.spec import names as L  # noqa: E402
 from launcher.spec import verl as V  # noqa: E402
 from launcher.spec.gpu import GPU_PRODUCTS  # noqa: E402
-from launcher.spec.derived import OMITTED_WHILE_DEFAULT  # noqa: E402
+from launcher.spec.derived import OMITTED_WHILE_DEFAULT, OMITTED_WHILE_NULL  # noqa: E402
 from launcher.spec.load import load_spec  # noqa: E402
 from launcher.spec.verl import CPU_RAY_MIN_CPUS  # noqa: E402
 
@@ -510,7 +510,14 @@ def generated_tpl() -> str:
     pre: list[str] = ["{{- $v := .Values -}}"]
     expr = _spec_builder(S.ExperimentSpec, "$v", "s", pre)
     pre.append(f"{{{{- $spec := {expr} -}}}}")
-    # ExperimentDerived.canonical_data: a section added after configs were hashed is left out while at its default
+    # ExperimentDerived.canonical_data: a field added after configs were hashed is left out while null, and a
+    # section while at its default
+    for dotted in OMITTED_WHILE_NULL:
+        *parents, key = dotted.split(".")
+        pre.append("{{- $n := $spec -}}{{- range $p := list " + " ".join(json.dumps(p) for p in parents)
+                   + ' -}}{{- if kindIs "map" $n -}}{{- $n = index $n $p -}}{{- end -}}{{- end -}}'
+                   + f'{{{{- if and (kindIs "map" $n) (hasKey $n {json.dumps(key)}) (eq (index $n {json.dumps(key)}) nil) -}}}}'
+                   + f"{{{{- $_ := unset $n {json.dumps(key)} -}}}}{{{{- end -}}}}")
     for name in OMITTED_WHILE_DEFAULT:
         default = canonical.dumps(S.ExperimentSpec.model_fields[name].get_default(call_default_factory=True)
                                   .model_dump(mode="json"))

@@ -575,7 +575,7 @@ def test_values_yaml_mirrors_the_spec_and_documents_every_key():
         return node is None
 
     under_null = {k for k in docs if any(k.startswith(f"{p}.") for p in docs if _null(p))}
-    assert under_null == {"reward.function.path", "reward.function.name"}
+    assert under_null == {"reward.function.path", "reward.function.name", "reward.function.source"}
     assert seen == len(docs) - len(under_null)
 
 

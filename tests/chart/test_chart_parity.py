@@ -22,7 +22,7 @@ from chart_support import (ROOT, assert_same_objects, gen_chart, helm_objects, l
                            values_file)
 from launcher.spec import canonical
 from launcher.spec import gpu as G
-from launcher.spec.load import load_spec
+from launcher.spec.load import load_spec, spec_from_raw
 from launcher.spec.names import BACKENDS
 
 CONFIGS = [ROOT / "configs" / "grpo-exp3.yaml", ROOT / "configs" / "grpo-exp4.yaml"]
@@ -182,9 +182,10 @@ def test_configmap_text_is_identical_and_parses_to_the_spec(tmp_path, everything
     spec = load_spec(everything_config)
     cm = next(o for o in helm_objects("-f", str(values_file(tmp_path, everything_config))) if o["kind"] == "ConfigMap")
     text = cm["data"]["spec.yaml"]
-    assert text == canonical.yaml_document(spec.model_dump(mode="json"))
+    assert text == canonical.yaml_document(spec.canonical_data())
     # YAML readers (the entrypoint, reports) get the spec back, tiny floats as floats
-    assert yaml.safe_load(text) == spec.model_dump(mode="json")
+    assert yaml.safe_load(text) == spec.canonical_data()
+    assert spec_from_raw(yaml.safe_load(text)) == spec
     assert isinstance(yaml.safe_load(text)["actor"]["lr"], float)
 
 

@@ -158,7 +158,8 @@ def test_validate_describes_the_builtin_model(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].endswith(", model builtin:tiny-qwen2 (tiny random Qwen2, 357,632 parameters, in the CPU image; "
                            "test model, not Qwen2.5)")
-    assert out[1:] == verl_overrides(load_spec(EXP3_CPU))
+    assert out[1] == "reward.function: compute_score from pkg://grpo_verl_cpu.reward (a module in the image)"
+    assert out[2:] == verl_overrides(load_spec(EXP3_CPU))
     assert main(["validate", str(EXP3)]) == 0
     assert "model" not in capsys.readouterr().out  # a hub model is not described
 
@@ -188,13 +189,13 @@ def test_validate_describes_the_builtin_model(capsys):
     (["model.local_dir=/models/mine"],
      "model.local_dir: expected null with a built-in model (builtin:tiny-qwen2 is already in the image), "
      "got '/models/mine'"),
-    (["reward.function.path=./my_reward.py"],
-     "reward.function.path: expected a string matching ^pkg://[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*$, "
-     "got './my_reward.py'"),
+    (["reward.function.path=./my_reward.txt"],
+     "reward.function.path: expected pkg://<dotted.module> (a module in the image) or a local Python file such as "
+     "./my_reward.py, got './my_reward.txt'"),
     (["reward.function.name=compute-score"],
      "reward.function.name: expected a string matching ^[A-Za-z_][A-Za-z0-9_]*$, got 'compute-score'"),
 ], ids=["gpu-image", "fsdp1", "remove-padding", "tp", "rollout-name", "unknown-builtin", "builtin-local-dir",
-        "reward-local-file", "reward-name"])
+        "reward-not-python", "reward-name"])
 def test_each_cpu_refusal_names_field_expected_and_given(sets, line):
     assert _problems(EXP3_CPU, sets) == [line]
 

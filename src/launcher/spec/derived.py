@@ -13,6 +13,8 @@ from launcher.spec.names import HASH_LEN
 # they hold only their defaults, so a config that does not use one keeps its config hash (its job name, its
 # checkpoint path, what a resubmission resumes). The chart leaves them out the same way (hack/gen_chart.py).
 OMITTED_WHILE_DEFAULT = ("reward", "verl")
+# Fields added to a section that was already hashed: left out while null, for the same reason.
+OMITTED_WHILE_NULL = ("reward.function.source",)
 
 
 class DataDerived:
@@ -65,9 +67,16 @@ class ExperimentDerived:
 
     def canonical_data(self) -> dict[str, Any]:
         """The spec as the JSON data its hash, the ConfigMap and `spec.yaml` carry: `model_dump(mode="json")`
-        without the sections of OMITTED_WHILE_DEFAULT that hold only their defaults (reading it back gives the
-        same spec)."""
+        without the sections of OMITTED_WHILE_DEFAULT that hold only their defaults and the fields of
+        OMITTED_WHILE_NULL that are null (reading it back gives the same spec)."""
         data = self.model_dump(mode="json")
+        for dotted in OMITTED_WHILE_NULL:
+            *parents, key = dotted.split(".")
+            node = data
+            for part in parents:
+                node = node.get(part) if isinstance(node, dict) else None
+            if isinstance(node, dict) and key in node and node[key] is None:
+                del node[key]
         for name in OMITTED_WHILE_DEFAULT:
             default = type(self).model_fields[name].get_default(call_default_factory=True)
             if data[name] == default.model_dump(mode="json"):

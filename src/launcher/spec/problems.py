@@ -60,6 +60,8 @@ def problems_from_pydantic(exc: ValidationError) -> list[Problem]:
             expected = "a value (required)"
         elif kind == "string_pattern_mismatch" and loc[:2] == ["verl", "overrides"]:
             expected = HYDRA_OVERRIDE_EXPECTED
+        elif kind == "string_pattern_mismatch" and loc == ["reward", "function", "path"]:
+            expected = REWARD_PATH_EXPECTED
         else:
             expected = _expected_from_pydantic(err)
         secretish = bool(loc) and (loc[0] == "secrets" or any(part in _SECRET_FIELDS for part in loc))
@@ -75,6 +77,8 @@ def problems_from_pydantic(exc: ValidationError) -> list[Problem]:
 
 HYDRA_OVERRIDE_EXPECTED = ("a Hydra override KEY=VALUE, +KEY=VALUE, ++KEY=VALUE or ~KEY (a dotted verl key such as "
                            "actor_rollout_ref.rollout.max_num_batched_tokens, a printable value)")
+
+REWARD_PATH_EXPECTED = "pkg://<dotted.module> (a module in the image) or a local Python file such as ./my_reward.py"
 
 # Fields holding a Secret reference outside `secrets:`: a value pasted there is never echoed.
 _SECRET_FIELDS = frozenset({"username", "password", "token", "api_key", "secret_key_ref"})

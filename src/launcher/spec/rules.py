@@ -26,7 +26,7 @@ from launcher.spec.contract import (
 )
 from launcher.spec.gpu import GPU_PRODUCTS
 from launcher.spec.gpu import TABLE as GPU_TABLE
-from launcher.spec.problems import Problem, _Redacted
+from launcher.spec.problems import REWARD_PATH_EXPECTED, Problem, _Redacted
 
 if TYPE_CHECKING:
     from launcher.spec.model import ExperimentSpec
@@ -263,8 +263,7 @@ def _reward_problems(spec: ExperimentSpec) -> list[Problem]:
         return []
     if not fn.local:
         if "/" in fn.path[len("pkg://"):] or fn.path.endswith(".py"):  # the pattern's file branch: not a module
-            return [Problem("reward.function.path", "pkg://<dotted.module> (a module in the image) or a local file "
-                            "./name.py", fn.path)]
+            return [Problem("reward.function.path", REWARD_PATH_EXPECTED, fn.path)]
         if fn.source is not None:
             return [Problem("reward.function.source", f"nothing: a pkg:// module comes from the image (source is the "
                             "content of a local reward.function.path)", _Redacted(f"{len(fn.source)} characters"))]
