@@ -20,13 +20,16 @@ def test_rbac_objects_validate_and_grant_exactly_the_table():
     assert granted == wanted  # namespaced calls in the Role, cluster-wide reads in the ClusterRole
     binding = objs[1]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "bot", "namespace": "ci"}]
-    # Nothing broader than needed: no wildcards, no secrets, no write on pods.
+    # Nothing broader than needed: no wildcards, no secrets; pods are written (and exec'd into) only by
+    # `data put`, for its own copy pod, and never patched.
     for o in objs:
         for r in o.get("rules", []):
             assert "*" not in r["verbs"] and "*" not in r["resources"]
             assert r["resources"] != ["secrets"]
             if r["resources"] == ["pods"]:
-                assert set(r["verbs"]) <= {"get", "list", "watch"}
+                assert set(r["verbs"]) <= {"list", "watch", "create", "delete"}
+            if r["resources"] == ["pods/exec"]:
+                assert set(r["verbs"]) == {"get", "create"}
 
 
 def test_rbac_verb(capsys):
@@ -54,8 +57,12 @@ def test_the_role_is_derived_from_the_call_table_and_grants_nothing_unused():
     for never in [("", "events", "watch"), ("", "configmaps", "watch"), ("batch", "jobs", "get"), ("batch", "jobs", "list"),
                   ("apiextensions.k8s.io", "customresourcedefinitions", "get"),
                   ("apiextensions.k8s.io", "customresourcedefinitions", "list"), ("ray.io", "rayclusters", "get"),
-                  ("", "pods", "get"), ("", "pods", "create"), ("", "pods", "delete"), ("", "nodes", "get")]:
+                  ("", "pods", "get"), ("", "pods", "patch"), ("", "nodes", "get")]:
         assert never not in granted, never
+    # Pod writes and exec serve `data put` alone (its copy pod): no other verb creates, deletes or execs into pods.
+    for c in CALLS:
+        if c.resource == "pods/exec" or (c.resource == "pods" and c.verb in ("create", "delete")):
+            assert c.used_by == ("data",), c
 
 
 def test_explain_lists_every_call_with_its_verbs(capsys):

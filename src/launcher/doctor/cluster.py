@@ -212,8 +212,10 @@ def rbac_fix(ns: str, user: str | None) -> str:
 def check_rbac(kube, spec: ExperimentSpec) -> Check:
     """One SelfSubjectAccessReview per verb of every permission in `launcher.render.rbac.PERMISSIONS`."""
     from launcher.kube import ApiError
-    from launcher.render.rbac import PERMISSIONS
+    from launcher.render.rbac import CALLS, PERMISSIONS
 
+    # what only `data put` sends (its copy pod): never needed to run an experiment
+    data_only = {(c.group, c.resource, c.verb) for c in CALLS if c.used_by == ("data",)}
     ns = spec.scheduling.namespace
     needed: list[str] = []
     optional: list[str] = []
@@ -233,10 +235,12 @@ def check_rbac(kube, spec: ExperimentSpec) -> Check:
                              "permissions not checked", "")
             if not allowed:
                 denied.append(verb)
-        if denied:
-            where = "cluster-wide" if p.cluster_scoped else f"in {ns}"
-            item = f"{','.join(denied)} {p.group or 'core'}/{p.resource} {where}"
-            (needed if permission_needed(p, spec) else optional).append(item)
+        where = "cluster-wide" if p.cluster_scoped else f"in {ns}"
+        for verbs, data_put in (([v for v in denied if (p.group, p.resource, v) not in data_only], False),
+                                ([v for v in denied if (p.group, p.resource, v) in data_only], True)):
+            if verbs:
+                item = f"{','.join(verbs)} {p.group or 'core'}/{p.resource} {where}" + (" (data put)" if data_put else "")
+                (needed if permission_needed(p, spec) and not data_put else optional).append(item)
     if not needed and not optional:
         return Check("rbac", OK, f"all {total} permissions the launcher uses are granted in {ns} "
                      "(and its cluster-wide reads)")

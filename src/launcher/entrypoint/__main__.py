@@ -113,6 +113,12 @@ def raylet_resources(spec: ExperimentSpec, cpus: int) -> tuple[int, int]:
 
 
 def _prepare_data(spec: ExperimentSpec, prepare: PrepareFn | None) -> None:
+    if spec.data.dataset == "parquet":  # the user's files, used as they are: checked, never written
+        from launcher.entrypoint.user_data import check_user_parquet
+
+        for check in check_user_parquet(spec):
+            log(f"data: {check.line()}")
+        return
     if prepare is None:
         from launcher.entrypoint.gsm8k import prepare_gsm8k as prepare
     log(f"preparing data: {spec.data.train_path}, {spec.data.val_path}")

@@ -299,6 +299,26 @@ class Kube:
         return self.request("GET", POD.path(self.namespace, pod, "log"), query=query, stream=True,
                             timeout=(self.timeout[0], read_timeout or self.timeout[1]), what=f"logs of pod {pod}")
 
+    def exec(self, pod: str, argv: list[str], *, container: str | None = None):
+        """Run `argv` in a running pod's container with stdin, stdout and stderr attached (kubectl `exec -i`): the
+        client's websocket (`kubernetes.stream`), open on return. A refusal is an `ApiError` with its status (403:
+        RBAC's `create pods/exec`)."""
+        from kubernetes.client import CoreV1Api
+        from kubernetes.client.rest import ApiException
+        from kubernetes.stream import stream
+
+        what = f"exec in pod {pod}"
+        try:
+            return stream(CoreV1Api(self.api).connect_get_namespaced_pod_exec, pod, self.namespace, command=argv,
+                          container=container, stdin=True, stdout=True, stderr=True, tty=False,
+                          _preload_content=False)
+        except ApiException as exc:
+            # a refused websocket handshake comes back as status 0 with "Handshake status 403 ..." in its reason
+            status = exc.status or _handshake_status(str(exc.reason))
+            raise ApiError(status, _status_message(exc.body) or _one_line(exc.reason), what, self.server) from None
+        except OSError as exc:
+            raise self._network_error(exc, what) from None
+
     def events_for(self, names: set[str]) -> list[dict]:
         """Events in the namespace whose involved object is one of `names`, oldest first."""
         items = [e for e in self.list(EVENT) if (e.get("involvedObject") or {}).get("name") in names]
@@ -476,6 +496,14 @@ def _status_line(status: int, message: str, what: str, server: str) -> str:
     if status == 429 or status >= 500:
         return f"the API server at {server} failed to {what} ({status}): {msg}"
     return f"the API server answered {status} to {what}: {msg}"
+
+
+def _handshake_status(reason: str) -> int:
+    """The HTTP status in websocket-client's "Handshake status 403 Forbidden" (0 when there is none)."""
+    import re
+
+    m = re.search(r"Handshake status (\d{3})", reason)
+    return int(m.group(1)) if m else 0
 
 
 def _status_message(data: bytes | None) -> str:

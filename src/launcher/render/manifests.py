@@ -35,7 +35,7 @@ ENTRYPOINT = ["python3", "-m", "launcher.entrypoint", "--config", SPEC_PATH]
 # orphaned processes are reaped (the entrypoint forwards signals to verl itself).
 POD_COMMAND = ["/usr/bin/tini", "--", *ENTRYPOINT]
 
-Component = Literal["trainer", "eval"]
+Component = Literal["trainer", "eval", "data"]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -425,6 +425,27 @@ def _pod_parts(
         volume_mounts=mounts,
         volumes=volumes,
     )
+
+
+# `launcher data put`'s pod: small, and gone within the hour even if nobody deletes it.
+DATA_POD_RESOURCES = {"cpu": "500m", "memory": "512Mi"}
+DATA_POD_DEADLINE_S = 3600
+
+
+def render_data_pod(spec: ExperimentSpec) -> dict:
+    """The pod `launcher data put` copies files through: the run's volume (storage.claim_name) at
+    storage.mount_path and a writable /tmp, the run's security context and placement (never a GPU), no Kueue queue
+    label (a copy must not wait behind training jobs for quota it barely uses)."""
+    name = L.data_pod_name(spec)
+    parts = _pod_parts(spec, instance=name, configmap="", gpu=False, command=None, restart_policy="Never",
+                       component="data")
+    volumes = [v for v in parts.volumes if v["name"] in ("workspace", "tmp")]
+    mounts = [m for m in parts.volume_mounts if m["name"] in ("workspace", "tmp")]
+    labels = {k: v for k, v in L.pod_labels(spec, "data", "data", name).items() if k != L.KUEUE_QUEUE_LABEL}
+    return _render_template(
+        "datapod.yaml.j2", name=name, namespace=spec.scheduling.namespace, labels=labels, pod=parts,
+        deadline=DATA_POD_DEADLINE_S, command=["python3", "-c", f"import time; time.sleep({DATA_POD_DEADLINE_S})"],
+        resources=DATA_POD_RESOURCES, mounts=mounts, volumes=volumes)
 
 
 def _worker_start_params(spec: ExperimentSpec) -> dict[str, str]:

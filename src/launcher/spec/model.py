@@ -96,10 +96,17 @@ class ModelSpec(_Model):
 class DataSpec(DataDerived, _Model):
     """Dataset, batch size and sequence lengths (verl's `data.*`)."""
 
-    dataset: Literal["gsm8k"] = Field("gsm8k", description="Dataset preset; GSM8K is the one supported today.")
+    dataset: Literal["gsm8k", "parquet"] = Field(
+        "gsm8k",
+        description="gsm8k: GSM8K, converted to verl's schema by the init container (from source_dir or the hub) "
+        "unless present. parquet: your own files in verl's schema (columns prompt, data_source, reward_model), "
+        "used as they are; the init container checks them before training (put them on the volume with "
+        "`launcher data put CONFIG DIR`).",
+    )
     dir: AbsPath = Field(
         "/workspace/data/gsm8k",
-        description="Directory holding (or receiving) train.parquet and test.parquet in verl's schema.",
+        description="Directory holding (or receiving) train.parquet and test.parquet in verl's schema "
+        "(`launcher data put` copies into it).",
     )
     source_dir: AbsPath | None = Field(
         None,

@@ -123,6 +123,11 @@ def pod_labels(spec: ExperimentSpec, role: str, component: str = "trainer", inst
     return {**common_labels(spec, component, instance), ROLE_LABEL: role}
 
 
+def data_pod_name(spec: ExperimentSpec) -> str:
+    """`launcher data put`'s pod: one per experiment (its data outlives any one run's config hash)."""
+    return f"{spec.name}-data-put"
+
+
 def instance_selector(instance: str) -> str:
     """Label selector string for one run's pods (kubectl `-l` syntax)."""
     return ",".join(f"{k}={v}" for k, v in selector_labels(instance).items())

@@ -142,6 +142,9 @@ def check_rules(spec: ExperimentSpec) -> list[Problem]:
     problems += _tracking_problems(spec)
     problems += _verl_override_problems(spec)
     problems += _reward_problems(spec)
+    if data.dataset == "parquet" and data.source_dir is not None:
+        problems.append(Problem("data.source_dir", "null with data.dataset parquet (source_dir is raw GSM8K to "
+                                "convert; your parquet files are used as they are)", data.source_dir))
     problems += _env_problems(spec)
     if spec.backend == "trainjob":
         problems += _trainjob_problems(spec)
