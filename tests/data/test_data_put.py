@@ -248,3 +248,17 @@ def test_a_part_that_is_not_a_prefix_is_sent_again_and_a_bad_arrival_is_refused(
         T.put_files(LocalPod(), "pod", [liar], str(tmp_path / "v2"))
     assert "not verified on arrival in pod pod (arrived as 16 bytes" in str(exc.value)
     assert not (tmp_path / "v2" / "train.parquet").exists()
+
+
+def test_a_refused_exec_handshake_reads_as_the_api_servers_own_line():
+    """websocket-client reports a refused upgrade as text (status line, headers, the body's repr): the launcher's
+    error is the Status message, as for every other refusal (tests/e2e/test_rbac_e2e.py sees it for real)."""
+    from launcher.kube.client import _handshake
+
+    body = (b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods \\"p\\" is '
+            b'forbidden: User \\"u\\" cannot create resource \\"pods/exec\\" in API group \\"\\" in the namespace '
+            b'\\"ns\\"","reason":"Forbidden","code":403}\n')
+    reason = f"Handshake status 403 Forbidden -+-+- {{'audit-id': 'x'}} -+-+- {body!r}"
+    assert _handshake(reason) == (403, 'pods "p" is forbidden: User "u" cannot create resource "pods/exec" in API '
+                                       'group "" in the namespace "ns"')
+    assert _handshake("Handshake status 500 Internal Server Error") == (500, "")

@@ -9,11 +9,14 @@ for the optional cluster-wide reads, says what it could not check.
 from __future__ import annotations
 
 import copy
+import shutil
+from pathlib import Path
 
 import pytest
 
 import kueue_support as kq
 import kwok_support as ks
+import realnode as rn
 from launcher_helpers import cri, job_name, run_launcher, submit_args, verl_lines
 from rbac_support import apply, launcher_user
 
@@ -144,6 +147,23 @@ def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed
     rc, out, err = launcher("doctor", submit_args(ns, 2, RUNNING)[1], "-n", ns)
     assert "Traceback" not in err and rc in (0, 1), out + err
     assert any(ln.startswith("✓ rbac") for ln in out.splitlines()), out
+    # data put: its copy pod on the real node (an exec needs a real kubelet), onto a claim in this namespace
+    rn.ensure_real_node(info)
+    host = Path(f"/tmp/{ns}-data")
+    host.mkdir(mode=0o777)
+    host.chmod(0o777)
+    ks.bound_hostpath_claim(info, ns, "data-claim", f"{ns}-data", str(host), access="ReadWriteMany")
+    local = tmp_path / "my-data"
+    local.mkdir()
+    (local / "train.parquet").write_bytes(bytes(range(256)) * 12)
+
+    def data_put():
+        return launcher("data", "put", str(ks.REPO_ROOT / "configs" / "grpo-exp3-cpu.yaml"), str(local), "-n", ns,
+                        "--set", "storage.claim_name=data-claim", timeout=300)
+
+    out, _ = ok(data_put(), "data put")
+    assert "train.parquet: sent; 3072 bytes verified on arrival" in out, out
+    assert (host / "data" / "gsm8k" / "train.parquet").read_bytes() == (local / "train.parquet").read_bytes()
     # runs whose delete is refused half-way (after the job went): one each, the claims their own
     doomed = {}
     for steps, claim in ((8, None), (9, None), (11, "claim-11"), (12, "claim-12")):
@@ -192,6 +212,12 @@ def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed
             lambda: refused(launcher("delete", doomed[12], "-n", ns, "--no-wait"), c),
         ("", "pods", "list", False): lambda: refused(launcher("status", job, "-n", ns), c),
         ("", "pods/log", "get", False): lambda: refused(launcher("logs", job, "-n", ns), c),
+        # data put's copy pod: refused to start it; to delete it once the file is in (it stays, running); to exec
+        # into it (a websocket upgrade, which Kubernetes 1.35 authorizes as get and as create)
+        ("", "pods", "create", False): lambda: refused(data_put(), c),
+        ("", "pods", "delete", False): lambda: refused(data_put(), c),
+        ("", "pods/exec", "get", False): lambda: refused(data_put(), c),
+        ("", "pods/exec", "create", False): lambda: refused(data_put(), c),
         # following: job and pod state through watches (launcher.kube.informer)
         ("kubeflow.org", "pytorchjobs", "watch", False): lambda: refused(launcher("logs", job, "-n", ns, "-f"), c),
         ("ray.io", "rayjobs", "watch", False): lambda: refused(launcher("logs", ray, "-n", ns, "-f"), c),
@@ -248,6 +274,9 @@ def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed
         apply(info, full)
         wait_allowed(kube, c, ns, True)
 
+    ok(data_put(), "data put with everything granted again")  # ...which removes the copy pod
+    assert not rn.pods(info, ns, "app.kubernetes.io/component=data")
+    shutil.rmtree(host, ignore_errors=True)
     # with everything granted again, the runs still there go (deleted, or going: operators' finalizers)
     info.kubectl("-n", ns, "delete", "kustomizations.kustomize.toolkit.fluxcd.io,gitrepositories.source.toolkit.fluxcd.io",
                  "--all", "--wait=true", "--timeout=60s", check=False)

@@ -69,6 +69,23 @@ def same(a: object, b: object) -> bool:
 
 # The e2e reward file's two scores: exact in binary, and neither 0, 1 nor the CPU image's shaping term's 0.5 × share.
 REWARD_EVEN, REWARD_ODD = 0.6875, 0.3125
+USER_DATA_DIR = "/workspace/data/doubling"
+
+
+def write_user_dataset(directory: Path) -> Path:
+    """A user's own dataset in verl's schema: 24 training questions (3 batches of 8, as the GSM8K fixture), 8 to
+    validate."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    directory.mkdir()
+    rows = [{"prompt": [{"role": "user", "content": f"What is {i} + {i}? Put the answer after ####."}],
+             "data_source": "user/doubling", "ability": "math",
+             "reward_model": {"style": "rule", "ground_truth": str(2 * i)}, "extra_info": {"split": "x", "index": i}}
+            for i in range(32)]
+    pq.write_table(pa.Table.from_pylist(rows[:24]), directory / "train.parquet")
+    pq.write_table(pa.Table.from_pylist(rows[24:]), directory / "test.parquet")
+    return directory
 
 
 def slope(values: list[float]) -> float:
@@ -95,13 +112,23 @@ def test_grpo_exp3_cpu_trains_for_real(real_node, namespace, run_volume, tmp_pat
             "run_policy.active_deadline_seconds=1200"]
     # a verl setting no typed field names (issue 30's verl.overrides), on one of the short runs: verl must get it
     own = ["actor_rollout_ref.rollout.max_num_batched_tokens=2048"] if backend == "trainjob" else []
-    # the user's reward function from a local file, on another: its scores (no built-in rule gives them) must be
-    # the ones verl reports
-    if backend == "pytorchjob" and nodes == 2:
+    # the user's own experiment (issue 30) on another: a reward function from a local file, whose scores no built-in
+    # rule gives, and a parquet dataset put on the run's volume with `launcher data put`
+    user_data = backend == "pytorchjob" and nodes == 2
+    if user_data:
         (tmp_path / "my_reward.py").write_text(
             "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
             f"    return {REWARD_EVEN} if len(solution_str) % 2 == 0 else {REWARD_ODD}\n")
-        sets.append(f"reward.function.path={tmp_path / 'my_reward.py'}")
+        sets += [f"reward.function.path={tmp_path / 'my_reward.py'}", "data.dataset=parquet", "data.source_dir=null",
+                 f"data.dir={USER_DATA_DIR}"]
+        local = write_user_dataset(tmp_path / "my-data")
+        rc, out, err = run_launcher(["data", "put", CONFIG, str(local), "-n", ns,
+                                     *[a for s in sets for a in ("--set", s)]], info, runs, timeout=600)
+        assert rc == 0, out + err
+        assert out.count(" bytes verified on arrival (sha256 ") == 2 and "train.parquet: sent; " in out, out
+        for f in local.iterdir():  # on the run's volume as they were here
+            assert (run_volume / USER_DATA_DIR.removeprefix("/workspace/") / f.name).read_bytes() == f.read_bytes()
+        assert rn.pods(info, ns, "app.kubernetes.io/component=data") == []  # the copy pod is gone
     spec = load_spec(CONFIG, [f"scheduling.namespace={ns}", *sets, *(f"verl.overrides+={o}" for o in own)])
     rc, out, err = run_launcher(["submit", CONFIG, "-n", ns, "--follow", *[a for s in sets for a in ("--set", s)],
                                  *[a for o in own for a in ("--verl", o)]], info, runs, timeout=1800)
@@ -122,11 +149,15 @@ def test_grpo_exp3_cpu_trains_for_real(real_node, namespace, run_volume, tmp_pat
         diff = {k: (m.get(k), x) for k, x in data.items() if not same(m.get(k), x)}
         assert not diff, (m["step"], diff)
     assert "actor/entropy" in mine[0] and "critic/score/mean" in mine[0], sorted(mine[0])
-    if any(s.startswith("reward.function.path=") for s in sets):  # ...scored by the user's file, in the ConfigMap
+    if user_data:  # ...scored by the user's file, from the ConfigMap, on the user's rows, checked before training
         for r in mine:
             assert {r["critic/score/min"], r["critic/score/max"]} <= {REWARD_EVEN, REWARD_ODD}, r
         verl_config = json.loads((run / "verl_config.json").read_text())["config"]
         assert verl_config["reward"]["custom_reward_function"]["path"] == REWARD_FILE_PATH
+        assert verl_config["data"]["train_files"] == f"{USER_DATA_DIR}/train.parquet"
+        every = "\n".join(logs.values())
+        assert f"data: {USER_DATA_DIR}/train.parquet: 24 rows, columns prompt, data_source, ability, reward_model, " \
+               "extra_info" in every, every[-3000:]
     if own:  # ...in verl's own printed config, as the launcher saved it
         verl_config = json.loads((run / "verl_config.json").read_text())["config"]
         assert verl_config["actor_rollout_ref"]["rollout"]["max_num_batched_tokens"] == 2048

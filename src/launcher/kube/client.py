@@ -313,9 +313,9 @@ class Kube:
                           container=container, stdin=True, stdout=True, stderr=True, tty=False,
                           _preload_content=False)
         except ApiException as exc:
-            # a refused websocket handshake comes back as status 0 with "Handshake status 403 ..." in its reason
-            status = exc.status or _handshake_status(str(exc.reason))
-            raise ApiError(status, _status_message(exc.body) or _one_line(exc.reason), what, self.server) from None
+            # a refused websocket handshake comes back as status 0, the answer's status line and body in its reason
+            status, message = (exc.status, _status_message(exc.body)) if exc.status else _handshake(str(exc.reason))
+            raise ApiError(status, message or _one_line(exc.reason), what, self.server) from None
         except OSError as exc:
             raise self._network_error(exc, what) from None
 
@@ -498,12 +498,19 @@ def _status_line(status: int, message: str, what: str, server: str) -> str:
     return f"the API server answered {status} to {what}: {msg}"
 
 
-def _handshake_status(reason: str) -> int:
-    """The HTTP status in websocket-client's "Handshake status 403 Forbidden" (0 when there is none)."""
+def _handshake(reason: str) -> tuple[int, str]:
+    """(status, the Status body's message) from websocket-client's "Handshake status 403 Forbidden -+-+- {headers}
+    -+-+- b'{...}'" (0 and "" where it has none)."""
+    import ast
     import re
 
-    m = re.search(r"Handshake status (\d{3})", reason)
-    return int(m.group(1)) if m else 0
+    status = re.search(r"Handshake status (\d{3})", reason)
+    body = re.search(r"(b'.*'|b\".*\")\s*$", reason, re.S)
+    try:
+        message = _status_message(ast.literal_eval(body.group(1))) if body else ""
+    except (ValueError, SyntaxError):
+        message = ""
+    return int(status.group(1)) if status else 0, message
 
 
 def _status_message(data: bytes | None) -> str:
