@@ -217,7 +217,8 @@ def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed
         ("", "pods", "create", False): lambda: refused(data_put(), c),
         ("", "pods", "delete", False): lambda: refused(data_put(), c),
         ("", "pods/exec", "get", False): lambda: refused(data_put(), c),
-        ("", "pods/exec", "create", False): lambda: refused(data_put(), c),
+        # (Kubernetes refuses the second check with an empty reason: the launcher's hint names what is missing)
+        ("", "pods/exec", "create", False): lambda: exec_refused(data_put()),
         # following: job and pod state through watches (launcher.kube.informer)
         ("kubeflow.org", "pytorchjobs", "watch", False): lambda: refused(launcher("logs", job, "-n", ns, "-f"), c),
         ("ray.io", "rayjobs", "watch", False): lambda: refused(launcher("logs", ray, "-n", ns, "-f"), c),
@@ -251,6 +252,13 @@ def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed
         cms = info.kubectl("get", "configmaps", "-n", ns, "-l", f"app.kubernetes.io/instance={name}",
                            "-o", "name").stdout.split()
         assert cms == [], cms
+
+    def exec_refused(result):
+        rc, out, err = result
+        errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
+        assert rc == 3 and len(errors) == 1 and "Traceback" not in err, f"rc {rc}\n{out}{err}"
+        assert errors[0].startswith("error: forbidden (403) to exec in pod grpo-exp3-cpu-data-put: ") and \
+            errors[0].endswith("(an exec needs get and create on pods/exec: `launcher rbac`)"), errors[0]
 
     def printed(result, text):
         out, _ = ok(result, text)

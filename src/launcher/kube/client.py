@@ -315,7 +315,9 @@ class Kube:
         except ApiException as exc:
             # a refused websocket handshake comes back as status 0, the answer's status line and body in its reason
             status, message = (exc.status, _status_message(exc.body)) if exc.status else _handshake(str(exc.reason))
-            raise ApiError(status, message or _one_line(exc.reason), what, self.server) from None
+            # Kubernetes 1.35's second check (create) is refused with an empty reason: say what is needed
+            hint = "an exec needs get and create on pods/exec: `launcher rbac`" if status == 403 else ""
+            raise ApiError(status, message or _one_line(exc.reason), what, self.server, hint) from None
         except OSError as exc:
             raise self._network_error(exc, what) from None
 
@@ -500,17 +502,18 @@ def _status_line(status: int, message: str, what: str, server: str) -> str:
 
 def _handshake(reason: str) -> tuple[int, str]:
     """(status, the Status body's message) from websocket-client's "Handshake status 403 Forbidden -+-+- {headers}
-    -+-+- b'{...}'" (0 and "" where it has none)."""
+    -+-+- BODY", BODY the answer as text or as a bytes repr by client version (0 and "" where it has none)."""
     import ast
     import re
 
     status = re.search(r"Handshake status (\d{3})", reason)
-    body = re.search(r"(b'.*'|b\".*\")\s*$", reason, re.S)
+    parts = reason.split(" -+-+- ")
+    body = parts[-1].strip() if len(parts) >= 3 else ""
     try:
-        message = _status_message(ast.literal_eval(body.group(1))) if body else ""
+        data = ast.literal_eval(body) if body[:2] in ("b'", 'b"') else body.encode()
     except (ValueError, SyntaxError):
-        message = ""
-    return int(status.group(1)) if status else 0, message
+        data = b""
+    return int(status.group(1)) if status else 0, _status_message(data) if data.startswith(b"{") else ""
 
 
 def _status_message(data: bytes | None) -> str:
