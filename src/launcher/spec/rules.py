@@ -268,7 +268,7 @@ def _reward_problems(spec: ExperimentSpec) -> list[Problem]:
         if "/" in fn.path[len("pkg://"):] or fn.path.endswith(".py"):  # the pattern's file branch: not a module
             return [Problem("reward.function.path", REWARD_PATH_EXPECTED, fn.path)]
         if fn.source is not None:
-            return [Problem("reward.function.source", f"nothing: a pkg:// module comes from the image (source is the "
+            return [Problem("reward.function.source", "nothing: a pkg:// module comes from the image (source is the "
                             "content of a local reward.function.path)", _Redacted(f"{len(fn.source)} characters"))]
         return []
     if fn.source is None:
