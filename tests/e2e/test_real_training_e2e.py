@@ -149,6 +149,9 @@ def test_grpo_exp3_cpu_trains_for_real(real_node, namespace, run_volume, tmp_pat
         diff = {k: (m.get(k), x) for k, x in data.items() if not same(m.get(k), x)}
         assert not diff, (m["step"], diff)
     assert "actor/entropy" in mine[0] and "critic/score/mean" in mine[0], sorted(mine[0])
+    # the follower's watchdog ran with its default settings on real timings (step 1's warm-up included): a healthy
+    # run leaves no finding
+    assert not (run / "findings.jsonl").exists(), (run / "findings.jsonl").read_text()
     if user_data:  # ...scored by the user's file, from the ConfigMap, on the user's rows, checked before training
         for r in mine:
             assert {r["critic/score/min"], r["critic/score/max"]} <= {REWARD_EVEN, REWARD_ODD}, r
