@@ -41,12 +41,14 @@ def expected_rows(steps: int, seed: int = 0) -> list[dict]:
     return json.loads(json.dumps(simlog.expected_rows(steps=steps, seed=seed)))
 
 
-def launcher(args: list[str], info: ks.ClusterInfo, runs: Path, **kw) -> subprocess.Popen:
+def launcher(args: list[str], info: ks.ClusterInfo, runs: Path, *, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+             **kw) -> subprocess.Popen:
+    """The launcher in the background (stdout/stderr: pipes, or files for a long run whose output would fill a pipe
+    nobody reads until it ends)."""
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     env.update(KUBECONFIG=str(info.kubeconfig), LAUNCHER_RUNS_DIR=str(runs), PYTHONUNBUFFERED="1",
                PYTHONPATH=str(REPO / "src"))
-    return subprocess.Popen([PY, "-m", "launcher", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, **kw)
+    return subprocess.Popen([PY, "-m", "launcher", *args], env=env, stdout=stdout, stderr=stderr, text=True, **kw)
 
 
 def run_launcher(args: list[str], info: ks.ClusterInfo, runs: Path, timeout: float = 120):

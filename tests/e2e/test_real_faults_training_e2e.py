@@ -1,0 +1,154 @@
+"""Resume and the watchdog judged on real verl training (grpo-exp3-cpu, the real nodes, real checkpoints).
+
+- The trainer container killed from the node (its processes, SIGKILL, not an API call) after verl wrote the
+  global_step_5 checkpoint: the container restarts in place, the entrypoint picks global_step_5, verl resumes
+  there and the run completes; attempts.json shows the resume point, metrics.jsonl holds each step once with the
+  resumed attempt's values, and verl's own file logger (rewritten by the resumed attempt) agrees for its steps.
+- Every process of the trainer container stopped with SIGSTOP mid-run (a real hang): the follower's watchdog flags
+  a stall and `--on-stall delete` ends the run with exit 1.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+import kwok_support as ks
+import realnode as rn
+from launcher_helpers import launcher, rows, run_launcher
+
+pytestmark = [pytest.mark.cluster, pytest.mark.realnode]
+
+CONFIG = str(ks.REPO_ROOT / "configs" / "grpo-exp3-cpu.yaml")
+CLAIM = "grpo-faults-volume"
+
+
+@pytest.fixture(scope="module")
+def real_node(kube_cluster):
+    rn.ensure_real_node(kube_cluster)
+    return kube_cluster
+
+
+@pytest.fixture
+def volume(real_node, namespace):
+    host = Path(f"/tmp/{namespace}-volume")
+    host.mkdir(mode=0o777)
+    host.chmod(0o777)
+    ks.bound_hostpath_claim(real_node, namespace, CLAIM, f"{namespace}-volume", str(host), access="ReadWriteMany")
+    yield host
+    real_node.kubectl("delete", "pv", f"{namespace}-volume", "--wait=false", check=False)
+    shutil.rmtree(host, ignore_errors=True)
+
+
+def sets_for(steps: int, *more: str) -> list[str]:
+    return [f"trainer.total_training_steps={steps}", f"trainer.total_epochs={math.ceil(steps / 3)}",
+            f"storage.claim_name={CLAIM}", "run_policy.active_deadline_seconds=1200", *more]
+
+
+class Following:
+    """`submit --follow` in the background, its output in files (a real run prints more than a pipe holds)."""
+
+    def __init__(self, info, ns, runs: Path, sets: list[str], *extra: str):
+        runs.mkdir(parents=True, exist_ok=True)
+        self.out, self.err = runs / "follow.out", runs / "follow.err"
+        with self.out.open("w") as out, self.err.open("w") as err:
+            self.proc = launcher(["submit", CONFIG, "-n", ns, "--follow", *extra,
+                                  *[a for s in sets for a in ("--set", s)]], info, runs, stdout=out, stderr=err)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, *_):
+        if kind is not None:  # the test failed while the run was going: stop following, show what it said
+            self.proc.kill()
+            self.proc.wait()
+            print(self.err.read_text(errors="replace")[-3000:])
+
+    def wait(self, timeout: float) -> tuple[int, str]:
+        """(exit code, stderr)."""
+        try:
+            self.proc.wait(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+        return self.proc.returncode, self.err.read_text(errors="replace")
+
+
+def master(info, ns) -> dict:
+    return rn.pods(info, ns, "training.kubeflow.org/replica-type=master")[0]
+
+
+def test_trainer_killed_after_a_checkpoint_resumes_from_it_and_completes(real_node, namespace, volume, tmp_path):
+    from launcher.run.attempts import load, summarise
+    from launcher.spec.load import load_spec
+
+    info, ns, runs = real_node, namespace, tmp_path / "runs"
+    steps, save = 8, 5
+    sets = sets_for(steps, f"trainer.save_freq={save}")
+    job = load_spec(CONFIG, [f"scheduling.namespace={ns}", *sets]).job_name
+    follower = Following(info, ns, runs, sets)
+
+    # verl writes latest_checkpointed_iteration.txt once a checkpoint is complete
+    def checkpointed():
+        return any(p.read_text().strip() == str(save)
+                   for p in volume.glob("checkpoints/**/latest_checkpointed_iteration.txt"))
+    with follower:
+        ks.wait_for(checkpointed, timeout=900, interval=1, what=f"verl's global_step_{save} checkpoint")
+        rn.kill_container(master(info, ns))  # every process of the trainer, from the node
+    rc, err = follower.wait(timeout=1200)
+    assert rc == 0, err[-4000:]
+    run = runs / job
+
+    attempts = summarise(load(run))
+    assert [a["action"] for a in attempts] == ["fresh", "resume"], attempts
+    second = attempts[1]
+    assert second["resumed_from"] == save and second["first_step"] == save + 1 and second["last_step"] == steps, second
+    assert 0 <= second["steps_lost"] <= save, second  # lost at most save_freq steps
+
+    mine = rows(run)
+    assert [r["step"] for r in mine] == list(range(1, steps + 1)), [r["step"] for r in mine]  # each step once
+    # verl's own file logger: its FileLogger opens the file with "wb", so the resumed attempt's start truncated it and
+    # it holds that attempt's steps only (metrics.jsonl keeps the earlier ones); for those, the launcher's values
+    # are the resumed attempt's
+    verl: dict[int, dict] = {}
+    for path in sorted(volume.glob("checkpoints/**/metrics/*.jsonl")):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                verl[rec["step"]] = rec["data"]
+    assert sorted(verl) == list(range(save + 1, steps + 1)), sorted(verl)
+    mine = [r for r in mine if r["step"] in verl]
+    for r in mine:
+        for key, value in verl[r["step"]].items():
+            if isinstance(value, (int, float)) and isinstance(r.get(key), (int, float)):
+                assert math.isclose(r[key], value, rel_tol=1e-6, abs_tol=1e-9), (r["step"], key, r[key], value)
+    raw = "".join(p.read_text(errors="replace") for p in (run / "logs").glob("*.log"))
+    assert f"attempt 2: resuming from global_step_{save}" in raw, raw[-3000:]
+
+
+def test_a_stopped_trainer_is_flagged_as_a_stall_and_deleted(real_node, namespace, volume, tmp_path):
+    from launcher.spec.load import load_spec
+
+    info, ns, runs = real_node, namespace, tmp_path / "runs"
+    sets = sets_for(25)
+    job = load_spec(CONFIG, [f"scheduling.namespace={ns}", *sets]).job_name
+    # a short bound, as a user would set for a few-second step: the clock starts at the first step (warm-up excluded)
+    follower = Following(info, ns, runs, sets, "--on-stall", "delete", "--stall-min", "30", "--stall-factor", "5")
+    with follower:
+        ks.wait_for(lambda: (runs / job / "metrics.jsonl").exists() and len(rows(runs / job)) >= 3,
+                    timeout=900, interval=1, what="3 real steps")
+        pod = master(info, ns)
+        rn.ctr("tasks", "kill", "--all", "-s", "SIGSTOP", rn.container_id(pod), node=pod["spec"]["nodeName"])  # a hang
+    rc, err = follower.wait(timeout=600)
+    assert rc == 1, err[-3000:]
+    findings = [json.loads(ln) for ln in (runs / job / "findings.jsonl").read_text().splitlines() if ln.strip()]
+    assert [f["kind"] for f in findings] == ["stall"], findings
+    assert "stall" in err and "deleted" in err, err[-3000:]
+    gone = info.kubectl("get", "pytorchjob", job, "-n", ns, "-o", "name", check=False)
+    assert "NotFound" in gone.stderr or not gone.stdout.strip(), (gone.stdout, gone.stderr)
+    last = rows(runs / job)[-1]["step"]
+    assert 3 <= last < 25, last
