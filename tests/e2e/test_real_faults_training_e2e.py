@@ -1,4 +1,4 @@
-"""Resume and the watchdog judged on real verl training (grpo-exp3-cpu, the real nodes, real checkpoints).
+"""Resume, the watchdog and the health rules judged on real verl training (grpo-exp3-cpu, the real nodes).
 
 - The trainer container killed from the node (its processes, SIGKILL, not an API call) after verl wrote the
   global_step_5 checkpoint: the container restarts in place, the entrypoint picks global_step_5, verl resumes
@@ -6,6 +6,8 @@
   resumed attempt's values, and verl's own file logger (rewritten by the resumed attempt) agrees for its steps.
 - Every process of the trainer container stopped with SIGSTOP mid-run (a real hang): the follower's watchdog flags
   a stall and `--on-stall delete` ends the run with exit 1.
+- A reward file that always returns 0 (no learning signal): the `health.no_signal` rule with action `stop` ends the
+  run with exit 1 and the reason.
 """
 
 from __future__ import annotations
@@ -152,3 +154,25 @@ def test_a_stopped_trainer_is_flagged_as_a_stall_and_deleted(real_node, namespac
     assert "NotFound" in gone.stderr or not gone.stdout.strip(), (gone.stdout, gone.stderr)
     last = rows(runs / job)[-1]["step"]
     assert 3 <= last < 25, last
+
+
+def test_a_reward_that_is_always_zero_trips_the_no_signal_rule_and_stop_ends_the_run(real_node, namespace, volume,
+                                                                                      tmp_path):
+    """issue 31's health rule on real training: every sample scores 0, so every group's advantages are 0; with
+    `health.no_signal: {steps: 2, action: stop}` the follower deletes the run at step 2 and exits 1 with the reason."""
+    from launcher.spec.load import load_spec
+
+    info, ns, runs = real_node, namespace, tmp_path / "runs"
+    (tmp_path / "zero.py").write_text("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+                                      "    return 0.0\n")
+    sets = sets_for(25, f"reward.function.path={tmp_path / 'zero.py'}", "health.no_signal.steps=2",
+                    "health.no_signal.action=stop")
+    job = load_spec(CONFIG, [f"scheduling.namespace={ns}", *sets]).job_name
+    rc, err = Following(info, ns, runs, sets).wait(timeout=900)
+    assert rc == 1, err[-3000:]
+    assert "run deleted by the watchdog (a health rule's stop): health rule no_signal (stop): " in err, err[-3000:]
+    findings = [json.loads(ln) for ln in (runs / job / "findings.jsonl").read_text().splitlines() if ln.strip()]
+    assert [(f["kind"], f["step"], f["action"]) for f in findings] == [("no_signal", 2, "delete")], findings
+    assert all(r["critic/advantages/max"] == 0 and r["critic/advantages/min"] == 0 for r in rows(runs / job))
+    gone = info.kubectl("get", "pytorchjob", job, "-n", ns, "-o", "name", check=False)
+    assert "NotFound" in gone.stderr or not gone.stdout.strip(), (gone.stdout, gone.stderr)

@@ -321,3 +321,68 @@ def test_session_report_only_keeps_the_run(tmp_path):
     clock.t = 1e6
     session.status(_running(), [])
     assert [f.kind for f in shown] == ["stall"] and kube.deleted == [] and session.deleted_reason is None
+
+
+# --- the spec's RL health rules (health:) ------------------------------------------------------------------------
+
+
+def _health(**rules):
+    from launcher.spec.model import HealthSpec
+
+    return HealthSpec.model_validate(rules)
+
+
+def test_default_health_rules_raise_nothing_on_a_healthy_run():
+    found, _ = replay(Watchdog(health=_health()), sim_records(steps=25, seed=3))
+    assert found == []
+
+
+def test_no_signal_after_k_steps_of_zero_advantages_with_its_action():
+    zero = {"critic/advantages/max": 0.0, "critic/advantages/min": 0.0, "critic/advantages/mean": 0.0}
+    recs = sim_records(steps=12, seed=1, edit=lambda s, m: {**m, **zero} if s >= 4 else m)
+    found = Watchdog(health=_health(no_signal={"steps": 4, "action": "stop"})).observe(recs, 0.0)
+    (f,) = [f for f in found if f.kind == "no_signal"]
+    assert (f.step, f.rule_action, f.evidence["steps"]) == (7, "stop", [4, 5, 6, 7])
+    assert f.message.startswith("health rule no_signal (stop): critic/advantages/max = min = 0")
+    # a step with a signal in between resets the count
+    gap = sim_records(steps=12, seed=1, edit=lambda s, m: {**m, **zero} if s in (2, 3, 4, 6, 7, 8) else m)
+    assert not [f for f in Watchdog(health=_health(no_signal={"steps": 4})).observe(gap, 0.0) if f.kind == "no_signal"]
+
+
+def test_clip_pinned_kl_and_entropy_drift():
+    recs = sim_records(steps=14, seed=2, edit=lambda s, m: {
+        **m, "response_length/clip_ratio": 0.95 if s >= 5 else 0.1, "actor/ppo_kl": 0.2 if s >= 9 else 0.001,
+        "actor/entropy": 0.5 if s <= 3 else (1.2 if s >= 10 else 0.55)})
+    found = Watchdog(health=_health(clip_pinned={"ratio": 0.9, "steps": 3},
+                                    kl_drift={"max": 0.05, "steps": 2, "action": "stop"},
+                                    entropy_drift={"max_change": 1.0, "steps": 3})).observe(recs, 0.0)
+    got = {f.kind: (f.step, f.rule_action) for f in found if f.kind in ("clip_pinned", "kl_drift", "entropy_drift")}
+    assert got == {"clip_pinned": (7, "warn"), "kl_drift": (10, "stop"), "entropy_drift": (12, "warn")}
+    # off while their bound is null (the defaults)
+    assert not [f for f in Watchdog(health=_health()).observe(recs, 0.0) if f.kind in ("kl_drift", "entropy_drift")]
+
+
+def test_a_stop_rule_deletes_the_run_and_a_warn_rule_keeps_it(tmp_path):
+    import json
+
+    from kube_fakes import FakeKube
+
+    from launcher.cli.watchdog import WatchSession, deleted_exit
+    from launcher.kube import jobs as J
+    from launcher.run.dirs import RunDir
+
+    zero = {"critic/advantages/max": 0.0, "critic/advantages/min": 0.0}
+    recs = sim_records(steps=6, seed=4, edit=lambda s, m: {**m, **zero})
+    for action, deleted in (("warn", False), ("stop", True)):
+        kube = FakeKube()
+        kube.put(__import__("kube_fakes").pytorchjob("j-1"))
+        ref = J.JobRef("pytorchjob", "j-1", kube.get(J.JOB_RESOURCES["pytorchjob"], "j-1"))
+        run = RunDir(tmp_path / action / "j-1").ensure()
+        s = WatchSession(kube, ref, run, WatchdogConfig(), health=_health(no_signal={"steps": 3, "action": action}),
+                         emit=lambda f: None, clock=_Clock())
+        s.records(recs)
+        rows = [json.loads(x) for x in run.findings.read_text().splitlines()]
+        assert [(r["kind"], r["rule_action"], r["action"]) for r in rows] == [
+            ("no_signal", action, "delete" if deleted else None)]
+        assert (("PyTorchJob", "j-1") in kube.deleted) is deleted
+        assert (deleted_exit(s) == 1) is deleted

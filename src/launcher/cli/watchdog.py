@@ -82,7 +82,8 @@ def format_finding(f) -> str:
 class WatchSession:
     """One run's watchdog while it is followed (thread-safe: pod threads and the main loop call in)."""
 
-    def __init__(self, kube, ref, run_dir, config, *, on_stall: str = "report", emit=None, clock=time.monotonic):
+    def __init__(self, kube, ref, run_dir, config, *, on_stall: str = "report", emit=None, clock=time.monotonic,
+                 health=None):
         from launcher.metrics import JSONL
         from launcher.run.watchdog import Watchdog
 
@@ -95,7 +96,7 @@ class WatchSession:
         self.deleted_reason: str | None = None
         self.findings: list = []
         seen = [f.get("key") for f in load_findings(run_dir.findings)]
-        self.dog = Watchdog(config, seen=[k for k in seen if k])
+        self.dog = Watchdog(config, seen=[k for k in seen if k], health=health)
         self._handle(self.dog.seed(_json_lines(run_dir.path / JSONL), self.clock()))
 
     # follower callbacks -------------------------------------------------------------------------
@@ -118,7 +119,8 @@ class WatchSession:
                 self._one(f)
 
     def _one(self, f) -> None:
-        action = "delete" if f.kind == "stall" and self.on_stall == "delete" and self.deleted_reason is None else None
+        stops = (f.kind == "stall" and self.on_stall == "delete") or f.rule_action == "stop"  # a health rule's own
+        action = "delete" if stops and self.deleted_reason is None else None
         row = {**f.as_dict(), "job": self.ref.name, "time": _now_rfc3339(), "action": action}
         with open(self.run_dir.findings, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(row, sort_keys=True, default=str) + "\n")
@@ -131,9 +133,11 @@ class WatchSession:
         from launcher.cli.cluster import err
         from launcher.cli.commands.delete import delete_run
 
-        reason = f"stalled: {f.message}"
-        err(f"watchdog: --on-stall delete: deleting {self.ref.resource.kind} {self.ref.name} to free its GPUs "
-            "(the PersistentVolumeClaim with the checkpoints is kept)")
+        stall = f.kind == "stall"
+        reason = f"stalled: {f.message}" if stall else f.message
+        err(f"watchdog: {'--on-stall delete' if stall else f'health rule {f.kind} (stop)'}: deleting "
+            f"{self.ref.resource.kind} {self.ref.name} to free its GPUs (the PersistentVolumeClaim with the "
+            "checkpoints is kept)")
         delete_run(self.kube, self.ref, keep_pvc=True, on_deleted=lambda m: err(f"watchdog: {m}"))
         self.deleted_reason = reason
 
@@ -146,19 +150,24 @@ def session_for(args: argparse.Namespace, kube, ref, run_dir, *, emit=None):
     """A `WatchSession` for a following verb's flags (None with `--no-watchdog`); findings go to stderr by default."""
     from launcher.cli.cluster import err
 
+    from launcher.spec.model import HealthSpec
+
     cfg = config_from_args(args)
     if cfg is None:
         return None
-    return WatchSession(kube, ref, run_dir, cfg, on_stall=args.on_stall,
+    # the run's own health rules, as its spec.yaml was saved (a run from before them: their defaults)
+    health = HealthSpec.model_validate(run_dir.saved_spec().get("health") or {})
+    return WatchSession(kube, ref, run_dir, cfg, on_stall=args.on_stall, health=health,
                         emit=emit or (lambda f: err(format_finding(f))))
 
 
 def deleted_exit(session) -> int | None:
-    """1 (with the reason on stderr) when the session deleted a stalled run, else None."""
+    """1 (with the reason on stderr) when the session deleted the run (a stall, a health rule's stop), else None."""
     from launcher.cli.cluster import err
     from launcher.errors import EXIT_RUN_FAILED
 
     if session is None or session.deleted_reason is None:
         return None
-    err(f"run deleted by the watchdog (--on-stall delete): {session.deleted_reason}")
+    why = "--on-stall delete" if session.deleted_reason.startswith("stalled: ") else "a health rule's stop"
+    err(f"run deleted by the watchdog ({why}): {session.deleted_reason}")
     return EXIT_RUN_FAILED

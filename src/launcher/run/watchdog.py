@@ -17,6 +17,15 @@ poll), it returns each *new* finding once:
   `CLIP_WINDOW` steps (responses suddenly hitting `data.max_response_length`).
 - `nonfinite`: `actor/pg_loss` or `actor/grad_norm` is nan or ±inf.
 
+And the spec's RL health rules (`health:`, `launcher.spec.model.HealthSpec`), each with its action (`warn`, or
+`stop`: the follower deletes the job and exits 1), carried on the finding:
+
+- `no_signal`: `critic/advantages/max` and `/min` both 0 (every group's rewards equal) for `steps` steps in a row.
+- `clip_pinned`: `response_length/clip_ratio` at least `ratio` for `steps` steps in a row.
+- `kl_drift`: |`actor/ppo_kl`| above `max` for `steps` steps in a row (off while `max` is null).
+- `entropy_drift`: |`actor/entropy` / start - 1| above `max_change` for `steps` steps in a row, the start being the
+  median of the first three steps (off while `max_change` is null).
+
 Every finding has a `key` (kind plus what makes it distinct, e.g. the step a stall followed), and a
 key is reported once: `Watchdog(seen=...)` takes the keys already written to `findings.jsonl`.
 Rows are kept by step, the latest logging of a step winning (a restarted attempt re-logs steps), so
@@ -41,7 +50,9 @@ CLIP_WINDOW = 5  # steps whose median is the clip ratio's baseline
 ENTROPY_BASELINE_STEPS = 3  # first steps whose median is entropy's starting value
 EXACT = 1e-9  # a 0/1 reward's batch mean is exactly 0.0 or 1.0; this only absorbs float printing
 
-KINDS = ("stall", "reward_collapse", "entropy_collapse", "clip_jump", "nonfinite")
+ADV_MAX, ADV_MIN, KL = "critic/advantages/max", "critic/advantages/min", "actor/ppo_kl"
+HEALTH_KINDS = ("no_signal", "clip_pinned", "kl_drift", "entropy_drift")
+KINDS = ("stall", "reward_collapse", "entropy_collapse", "clip_jump", "nonfinite", *HEALTH_KINDS)
 
 
 @dataclass(frozen=True)
@@ -79,6 +90,7 @@ class Finding:
     step: int | None
     message: str
     evidence: dict = field(default_factory=dict)
+    rule_action: str | None = None  # a health rule's action (warn, stop); None for the built-in checks
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -91,8 +103,12 @@ def _finite(v) -> bool:
 class Watchdog:
     """Stateful checks over one run (see the module docstring). Not thread-safe: the caller serialises."""
 
-    def __init__(self, config: WatchdogConfig | None = None, *, seen: Iterable[str] = ()):
+    def __init__(self, config: WatchdogConfig | None = None, *, seen: Iterable[str] = (), health=None):
+        """`health`: the spec's `HealthSpec` (None: its defaults)."""
+        from launcher.spec.model import HealthSpec
+
         self.config = config or WatchdogConfig()
+        self.health = health if health is not None else HealthSpec()
         self.seen: set[str] = set(seen)
         self.rows: dict[int, dict] = {}
         self._durations: dict[int, float] = {}  # step -> seconds it took
@@ -193,8 +209,47 @@ class Watchdog:
         out: list[Finding] = []
         for step in sorted(self.rows):  # nonfinite values also in seeded rows (observe checks live ones)
             out += self._nonfinite(step, self.rows[step])
-        out += self._new(self._reward_collapse(), self._entropy_collapse(), self._clip_jump())
+        out += self._new(self._reward_collapse(), self._entropy_collapse(), self._clip_jump(), *self._health())
         return out
+
+    def _health(self) -> list[Finding | None]:
+        h = self.health
+        zero = lambda m: abs(m[ADV_MAX]) <= EXACT and abs(m[ADV_MIN]) <= EXACT  # noqa: E731
+        both = [(s, m) for s, m in sorted(self.rows.items()) if _finite(m.get(ADV_MAX)) and _finite(m.get(ADV_MIN))]
+        out = [self._streak("no_signal", h.no_signal, [(s, zero(m), 0.0) for s, m in both],
+                            "critic/advantages/max = min = 0: every group's rewards are equal, nothing is learned"),
+               self._streak("clip_pinned", h.clip_pinned, [(s, v >= h.clip_pinned.ratio, v) for s, v in self._series(CLIP)],
+                            f"{CLIP} at or above {h.clip_pinned.ratio:g}: responses are cut at "
+                            "data.max_response_length")]
+        if h.kl_drift.max is not None:
+            out.append(self._streak("kl_drift", h.kl_drift, [(s, abs(v) > h.kl_drift.max, v) for s, v in self._series(KL)],
+                                    f"|{KL}| above {h.kl_drift.max:g}: the policy is moving away from the rollouts'"))
+        series = self._series(ENTROPY)
+        if h.entropy_drift.max_change is not None and len(series) > ENTROPY_BASELINE_STEPS:
+            start = statistics.median(v for _, v in series[:ENTROPY_BASELINE_STEPS])
+            if start > 0:
+                out.append(self._streak(
+                    "entropy_drift", h.entropy_drift,
+                    [(s, abs(v / start - 1) > h.entropy_drift.max_change, v) for s, v in series[ENTROPY_BASELINE_STEPS:]],
+                    f"{ENTROPY} more than {h.entropy_drift.max_change:g} × its start ({start:.4g}) away from it"))
+        return out
+
+    @staticmethod
+    def _streak(kind: str, rule, marks: list[tuple[int, bool, float]], what: str) -> Finding | None:
+        """The first run of `rule.steps` consecutive steps whose mark is true (one finding per rule and run)."""
+        run: list[tuple[int, float]] = []
+        for s, bad, v in marks:
+            if not bad:
+                run = []
+            else:  # a step missing from the series (no metric logged) breaks the run
+                run = [*run, (s, v)] if run and s == run[-1][0] + 1 else [(s, v)]
+            if len(run) >= rule.steps:
+                steps = [x[0] for x in run[:rule.steps]]
+                return Finding(kind, kind, steps[-1],
+                               f"health rule {kind} ({rule.action}): {what}, {rule.steps} step(s) in a row "
+                               f"({steps[0]}-{steps[-1]})", {"steps": steps, "values": [x[1] for x in run[:rule.steps]]},
+                               rule_action=rule.action)
+        return None
 
     def _reward_collapse(self) -> Finding | None:
         n = self.config.collapse_steps

@@ -12,7 +12,7 @@ from launcher.spec.names import HASH_LEN
 # Sections added after configs were already being hashed: left out of the canonical form (`canonical_data`) while
 # they hold only their defaults, so a config that does not use one keeps its config hash (its job name, its
 # checkpoint path, what a resubmission resumes). The chart leaves them out the same way (hack/gen_chart.py).
-OMITTED_WHILE_DEFAULT = ("reward", "verl")
+OMITTED_WHILE_DEFAULT = ("reward", "verl", "health")
 # Fields added to a section that was already hashed: left out while null, for the same reason.
 OMITTED_WHILE_NULL = ("reward.function.source",)
 

@@ -426,6 +426,51 @@ class VerlSpec(_Model):
     )
 
 
+HealthAction = Literal["warn", "stop"]
+_ACTION_DOC = "warn: a finding (printed, findings.jsonl); stop: also delete the job and exit 1 naming the rule"
+
+
+class NoSignalRule(_Model):
+    """Every group's rewards equal (GRPO's advantages all zero: critic/advantages/max = min = 0) for `steps` steps."""
+
+    steps: int = Field(5, ge=1, le=100_000, description="Consecutive steps without a learning signal.")
+    action: HealthAction = Field("warn", description=_ACTION_DOC)
+
+
+class ClipPinnedRule(_Model):
+    """Responses pinned at data.max_response_length: response_length/clip_ratio at least `ratio` for `steps` steps."""
+
+    ratio: float = Field(0.9, gt=0, le=1, description="Share of responses cut at max_response_length.")
+    steps: int = Field(5, ge=1, le=100_000, description="Consecutive steps at or above the ratio.")
+    action: HealthAction = Field("warn", description=_ACTION_DOC)
+
+
+class KlDriftRule(_Model):
+    """The policy drifting from the rollout policy: |actor/ppo_kl| above `max` for `steps` steps (off while null)."""
+
+    max: float | None = Field(None, gt=0, le=1_000, description="Bound on |actor/ppo_kl| (null: rule off).")
+    steps: int = Field(3, ge=1, le=100_000, description="Consecutive steps above the bound.")
+    action: HealthAction = Field("warn", description=_ACTION_DOC)
+
+
+class EntropyDriftRule(_Model):
+    """actor/entropy moving away from its start (the median of the first 3 steps) by more than `max_change` × the
+    start, either way, for `steps` steps (off while null)."""
+
+    max_change: float | None = Field(None, gt=0, le=1_000, description="Bound on |entropy / start - 1| (null: off).")
+    steps: int = Field(3, ge=1, le=100_000, description="Consecutive steps beyond the bound.")
+    action: HealthAction = Field("warn", description=_ACTION_DOC)
+
+
+class HealthSpec(_Model):
+    """RL health rules the follower's watchdog checks on every step (besides its stall and collapse checks)."""
+
+    no_signal: NoSignalRule = NoSignalRule()
+    clip_pinned: ClipPinnedRule = ClipPinnedRule()
+    kl_drift: KlDriftRule = KlDriftRule()
+    entropy_drift: EntropyDriftRule = EntropyDriftRule()
+
+
 class TrackingSpec(_Model):
     """Experiment trackers the pods log to (MLflow, TensorBoard, W&B); `launcher export` writes the same from runs/."""
 
@@ -560,6 +605,7 @@ class ExperimentSpec(ExperimentDerived, _Model):
     smoke: SmokeSpec = SmokeSpec()
     tracking: TrackingSpec = TrackingSpec()
     verl: VerlSpec = VerlSpec()
+    health: HealthSpec = HealthSpec()
     env: list[EnvVar] = Field(
         [], max_length=256,
         description="Extra environment variables for every pod (plain values or Secret/ConfigMap references); "

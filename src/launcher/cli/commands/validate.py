@@ -34,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"reward.function: {fn.name} from " + (
             f"{fn.path} ({describe_source(fn.source)}; read as Python, not imported; shipped in the run's ConfigMap)"
             if fn.local else f"{fn.path} (a module in the image)"))
+    print(f"health: {health_line(spec.health)}")
     if spec.verl.overrides:
         ok, line = _verl_check(spec, verl_overrides(spec))
         if not ok:
@@ -55,3 +56,14 @@ def _verl_check(spec, overrides: list[str]) -> tuple[bool, str]:
     check = check_verl_config(spec, overrides)
     return check.ok, (f"composed and validated by verl: {check.detail}" if check.ok
                       else f"verl refused the override list: {check.detail}")
+
+
+def health_line(h) -> str:
+    """The RL health rules the follower's watchdog applies (spec `health:`), one clause each."""
+    kl = f"|actor/ppo_kl| > {h.kl_drift.max:g}" if h.kl_drift.max is not None else None
+    ent = f"entropy moves > {h.entropy_drift.max_change:g} × its start" if h.entropy_drift.max_change is not None else None
+    parts = [("no_signal", "advantages all 0", h.no_signal),
+             ("clip_pinned", f"clip ratio ≥ {h.clip_pinned.ratio:g}", h.clip_pinned),
+             ("kl_drift", kl, h.kl_drift), ("entropy_drift", ent, h.entropy_drift)]
+    return "; ".join(f"{name} off" if what is None else f"{name} ({what}, {rule.steps} steps) → {rule.action}"
+                     for name, what, rule in parts)
