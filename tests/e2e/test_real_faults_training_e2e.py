@@ -89,7 +89,7 @@ def test_trainer_killed_after_a_checkpoint_resumes_from_it_and_completes(real_no
     from launcher.spec.load import load_spec
 
     info, ns, runs = real_node, namespace, tmp_path / "runs"
-    steps, save = 8, 5
+    steps, save = 12, 5  # latest_checkpointed_iteration stays 5 until step 10: time to see it and kill
     sets = sets_for(steps, f"trainer.save_freq={save}")
     job = load_spec(CONFIG, [f"scheduling.namespace={ns}", *sets]).job_name
     follower = Following(info, ns, runs, sets)
