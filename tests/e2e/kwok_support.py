@@ -299,6 +299,14 @@ def wait_for(predicate: Callable[[], object], timeout: float, interval: float = 
         time.sleep(interval)
 
 
+def finish_pods(info: ClusterInfo, ns: str, instance: str) -> None:
+    """End a run's KWOK pods now, whatever delay they were given: the completion stage re-reads its delay
+    annotation when the pod changes (hack/cluster/manifests/pod-finish-stages.yaml). Tests hold a run with a long
+    delay and end it here once they have looked, instead of racing a fixed time a busy machine can use up."""
+    info.kubectl("annotate", "pods", "-n", ns, "-l", f"app.kubernetes.io/instance={instance}", "--overwrite",
+                 f"{POD_COMPLETE_DELAY}=0s")
+
+
 def bound_hostpath_claim(info: ClusterInfo, ns: str, claim: str, pv: str, host_path: str, *,
                          size: str = "1Gi", access: str = "ReadWriteOnce") -> None:
     """A PVC `claim` in `ns` bound to a static hostPath PV `pv` (the local cluster has no provisioner), labelled for

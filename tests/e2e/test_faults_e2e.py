@@ -80,10 +80,13 @@ def test_watch_expires_410_mid_run_relists_and_loses_nothing(kube_cluster, names
     from launcher.run.dirs import RunDir
 
     ns, runs = namespace, tmp_path / "runs"
-    delay = "60s"
+    # the pod runs until the test ends it (ks.finish_pods) and the rest of its log comes only after the watches
+    # expired: no fixed time that a busy machine could use up before the checks
+    delay = "3600s"
     job = job_name(ns, STEPS, delay)
     lines = verl_lines(STEPS, seed=12)
-    served = serve_run(kube_cluster, ns, f"{job}-master-0", lines, initial=12)
+    fifth_step = [i for i, ln in enumerate(lines) if " step:" in ln][4]
+    served = serve_run(kube_cluster, ns, f"{job}-master-0", lines, initial=fifth_step + 1)  # the first 5 steps
     rc, out, err = run_launcher(submit_args(ns, STEPS, delay), kube_cluster, runs)
     assert rc == 0, err
     kube = _kube(kube_cluster, ns)
@@ -91,11 +94,11 @@ def test_watch_expires_410_mid_run_relists_and_loses_nothing(kube_cluster, names
     state = WatchState(kube, ref, cache=ClusterStateCache(kube))
     result: dict = {}
     follower = LogFollower(kube, ref, RunDir(runs / job), poll_interval=0.5, state=state)
-    live = served.start(interval=0.8)
+    live = None
     t = threading.Thread(target=lambda: result.setdefault("r", follower.run()), daemon=True)
     t.start()
     try:
-        wait_file_rows(runs / job, 3, timeout=60)
+        wait_file_rows(runs / job, 3, timeout=300)
         for inf in (state.pods, state.jobs):
             for _ in range(10):
                 with inf.changed:
@@ -111,9 +114,15 @@ def test_watch_expires_410_mid_run_relists_and_loses_nothing(kube_cluster, names
                     break
             assert inf.expired >= 1 and inf.lists >= 2, (inf.resource.plural, inf.expired, inf.lists)
         n_after = len(rows(runs / job))
-        t.join(150)
+        live = served.start(interval=0.2)
+        log = runs / job / "logs" / f"{job}-master-0.log"
+        ks.wait_for(lambda: log.exists() and raw_lines(log) == lines, timeout=300, interval=0.2,
+                    what="every served line followed")
+        ks.finish_pods(kube_cluster, ns, job)
+        t.join(300)
     finally:
-        live.stop()
+        if live is not None:
+            live.stop()
         state.close()
     assert not t.is_alive()
     assert result["r"].state.succeeded, result

@@ -54,19 +54,12 @@ def _pods(info, ns, job) -> list[str]:
     return info.kubectl("get", "pods", "-n", ns, "-l", f"app.kubernetes.io/instance={job}", "-o", "name").stdout.split()
 
 
-def _finish(info, ns, job) -> None:
-    """End a run's KWOK pods now: the completion stage re-reads its delay annotation when the pod changes
-    (hack/cluster/manifests/pod-finish-stages.yaml)."""
-    info.kubectl("annotate", "pods", "-n", ns, "-l", f"app.kubernetes.io/instance={job}", "--overwrite",
-                 f"{ks.POD_COMPLETE_DELAY}=0s")
-
-
 @pytest.mark.parametrize("backend", ["pytorchjob", "rayjob"])
 def test_second_experiment_waits_for_quota_then_runs(kube_cluster, queue_ns, tmp_path, backend):
     info, ns, runs = kube_cluster, queue_ns, tmp_path / "runs"
     kind = "pytorchjobs" if backend == "pytorchjob" else "rayjobs"
     # the first holds the quota until this test has seen the second queued (not for a fixed time, which a busy
-    # machine can use up before the checks run): `_finish` ends its pod then
+    # machine can use up before the checks run): ks.finish_pods ends its pod then
     first = _submit(info, ns, runs, 3, "3600s", f"backend={backend}")
     ks.wait_for(lambda: _status(info, ns, runs, first)["kueue"]["state"] == "Admitted", timeout=60,
                 what=f"{first} admitted")
@@ -86,7 +79,7 @@ def test_second_experiment_waits_for_quota_then_runs(kube_cluster, queue_ns, tmp
     phases = {r["name"]: r["state"]["phase"] for r in json.loads(out)["items"]}
     assert phases[second] == "Queued" and phases[first] in ("Pending", "Running"), phases
     assert _pods(info, ns, second) == [], "a queued job has no pods"
-    _finish(info, ns, first)
+    ks.finish_pods(info, ns, first)
 
     # wait goes through the queueing: the second is admitted only once the first finished, then succeeds
     rc, out, err = run_launcher(["wait", second, "-n", ns, "--timeout", "240"], info, runs, timeout=300)

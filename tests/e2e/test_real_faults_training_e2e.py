@@ -90,7 +90,7 @@ def test_trainer_killed_after_a_checkpoint_resumes_from_it_and_completes(real_no
 
     info, ns, runs = real_node, namespace, tmp_path / "runs"
     steps, save = 12, 5  # latest_checkpointed_iteration stays 5 until step 10: time to see it and kill
-    sets = sets_for(steps, f"trainer.save_freq={save}")
+    sets = sets_for(steps, f"trainer.save_freq={save}", "run_policy.backoff_limit=2")  # a restart is allowed
     job = load_spec(CONFIG, [f"scheduling.namespace={ns}", *sets]).job_name
     follower = Following(info, ns, runs, sets)
 
