@@ -87,7 +87,7 @@ config hash in the job name; its indented form is the ConfigMap's spec.yaml.
 {{- $n := $spec -}}{{- range $p := list "reward" "function" -}}{{- if kindIs "map" $n -}}{{- $n = index $n $p -}}{{- end -}}{{- end -}}{{- if and (kindIs "map" $n) (hasKey $n "source") (eq (index $n "source") nil) -}}{{- $_ := unset $n "source" -}}{{- end -}}
 {{- if eq (index $spec "reward" | toJson) "{\"function\":null}" -}}{{- $_ := unset $spec "reward" -}}{{- end -}}
 {{- if eq (index $spec "verl" | toJson) "{\"overrides\":[]}" -}}{{- $_ := unset $spec "verl" -}}{{- end -}}
-{{- if eq (index $spec "health" | toJson) "{\"clip_pinned\":{\"action\":\"warn\",\"ratio\":0.9,\"steps\":5},\"entropy_drift\":{\"action\":\"warn\",\"max_change\":null,\"steps\":3},\"kl_drift\":{\"action\":\"warn\",\"max\":null,\"steps\":3},\"no_signal\":{\"action\":\"warn\",\"steps\":5}}" -}}{{- $_ := unset $spec "health" -}}{{- end -}}
+{{- if eq (index $spec "health" | toJson) "{\"clip_pinned\":{\"action\":\"warn\",\"ratio\":null,\"steps\":5},\"entropy_drift\":{\"action\":\"warn\",\"max_change\":null,\"steps\":3},\"kl_drift\":{\"action\":\"warn\",\"max\":null,\"steps\":3},\"no_signal\":{\"action\":\"warn\",\"steps\":5}}" -}}{{- $_ := unset $spec "health" -}}{{- end -}}
 {{- $spec | toJson -}}
 {{- end -}}
 

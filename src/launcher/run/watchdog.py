@@ -21,7 +21,7 @@ And the spec's RL health rules (`health:`, `launcher.spec.model.HealthSpec`), ea
 `stop`: the follower deletes the job and exits 1), carried on the finding:
 
 - `no_signal`: `critic/advantages/max` and `/min` both 0 (every group's rewards equal) for `steps` steps in a row.
-- `clip_pinned`: `response_length/clip_ratio` at least `ratio` for `steps` steps in a row.
+- `clip_pinned`: `response_length/clip_ratio` at least `ratio` for `steps` steps in a row (off while `ratio` is null).
 - `kl_drift`: |`actor/ppo_kl`| above `max` for `steps` steps in a row (off while `max` is null).
 - `entropy_drift`: |`actor/entropy` / start - 1| above `max_change` for `steps` steps in a row, the start being the
   median of the first three steps (off while `max_change` is null).
@@ -217,10 +217,12 @@ class Watchdog:
         zero = lambda m: abs(m[ADV_MAX]) <= EXACT and abs(m[ADV_MIN]) <= EXACT  # noqa: E731
         both = [(s, m) for s, m in sorted(self.rows.items()) if _finite(m.get(ADV_MAX)) and _finite(m.get(ADV_MIN))]
         out = [self._streak("no_signal", h.no_signal, [(s, zero(m), 0.0) for s, m in both],
-                            "critic/advantages/max = min = 0: every group's rewards are equal, nothing is learned"),
-               self._streak("clip_pinned", h.clip_pinned, [(s, v >= h.clip_pinned.ratio, v) for s, v in self._series(CLIP)],
-                            f"{CLIP} at or above {h.clip_pinned.ratio:g}: responses are cut at "
-                            "data.max_response_length")]
+                            "critic/advantages/max = min = 0: every group's rewards are equal, nothing is learned")]
+        if h.clip_pinned.ratio is not None:
+            out.append(self._streak("clip_pinned", h.clip_pinned,
+                                    [(s, v >= h.clip_pinned.ratio, v) for s, v in self._series(CLIP)],
+                                    f"{CLIP} at or above {h.clip_pinned.ratio:g}: responses are cut at "
+                                    "data.max_response_length"))
         if h.kl_drift.max is not None:
             out.append(self._streak("kl_drift", h.kl_drift, [(s, abs(v) > h.kl_drift.max, v) for s, v in self._series(KL)],
                                     f"|{KL}| above {h.kl_drift.max:g}: the policy is moving away from the rollouts'"))

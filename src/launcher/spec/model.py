@@ -438,9 +438,11 @@ class NoSignalRule(_Model):
 
 
 class ClipPinnedRule(_Model):
-    """Responses pinned at data.max_response_length: response_length/clip_ratio at least `ratio` for `steps` steps."""
+    """Responses pinned at data.max_response_length: response_length/clip_ratio at least `ratio` for `steps` steps
+    (off while null: a small or untrained model, such as the CPU demo's tiny random one, writes to the limit)."""
 
-    ratio: float = Field(0.9, gt=0, le=1, description="Share of responses cut at max_response_length.")
+    ratio: float | None = Field(None, gt=0, le=1, description="Share of responses cut at max_response_length "
+                                "(null: rule off).")
     steps: int = Field(5, ge=1, le=100_000, description="Consecutive steps at or above the ratio.")
     action: HealthAction = Field("warn", description=_ACTION_DOC)
 

@@ -62,8 +62,8 @@ def health_line(h) -> str:
     """The RL health rules the follower's watchdog applies (spec `health:`), one clause each."""
     kl = f"|actor/ppo_kl| > {h.kl_drift.max:g}" if h.kl_drift.max is not None else None
     ent = f"entropy moves > {h.entropy_drift.max_change:g} × its start" if h.entropy_drift.max_change is not None else None
-    parts = [("no_signal", "advantages all 0", h.no_signal),
-             ("clip_pinned", f"clip ratio ≥ {h.clip_pinned.ratio:g}", h.clip_pinned),
+    clip = f"clip ratio ≥ {h.clip_pinned.ratio:g}" if h.clip_pinned.ratio is not None else None
+    parts = [("no_signal", "advantages all 0", h.no_signal), ("clip_pinned", clip, h.clip_pinned),
              ("kl_drift", kl, h.kl_drift), ("entropy_drift", ent, h.entropy_drift)]
     return "; ".join(f"{name} off" if what is None else f"{name} ({what}, {rule.steps} steps) → {rule.action}"
                      for name, what, rule in parts)
