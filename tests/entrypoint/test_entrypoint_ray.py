@@ -139,9 +139,8 @@ def test_worker_exits_nonzero_when_the_head_pod_dies_without_a_status(cluster_di
     head = _pod(config, tmp, rank=0, port=port, child=f"{sys.executable} {STANDIN} trap")
     worker = _pod(config, tmp, rank=1, port=port, child="false", extra={"LAUNCHER_HEAD_LOST_S": "5"})
     procs += [head, worker]
-    deadline = time.monotonic() + 100
-    while "\nready\n" not in (tmp / "rank0.log").read_text(errors="replace"):  # the trainer runs
-        assert time.monotonic() < deadline and head.poll() is None, (tmp / "rank0.log").read_text()
+    while "\nready\n" not in (tmp / "rank0.log").read_text(errors="replace"):  # the trainer runs (a hang: the mark)
+        assert head.poll() is None, (tmp / "rank0.log").read_text()
         time.sleep(0.5)
     # The master pod dies at once (node failure): entrypoint, trainer and Ray head, no exit status published.
     killed = time.monotonic()

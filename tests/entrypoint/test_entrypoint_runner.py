@@ -33,11 +33,11 @@ def _entrypoint(tmp: Path, child: str, extra_args: tuple[str, ...] = (), **extra
     )
 
 
-def _read_until(proc: subprocess.Popen, needle: bytes, timeout: float = 30) -> bytes:
+def _read_until(proc: subprocess.Popen, needle: bytes) -> bytes:
+    """The process's output up to the line holding `needle`, or to its end. A hang is bounded by the test's
+    pytest-timeout mark, not by a clock here (readline blocks; a busy machine is slow, not wrong)."""
     seen = b""
-    deadline = time.monotonic() + timeout
     while needle not in seen:
-        assert time.monotonic() < deadline, f"no {needle!r} in {seen!r}"
         line = proc.stdout.readline()
         if not line:
             break

@@ -78,9 +78,8 @@ def test_sigterm_reaches_the_smoke_and_the_pod_exits_143(cluster_dir):
     config = smoke_config(tmp, steps=10_000, step_seconds=0.5)
     proc = start_entrypoint(config, smoke_env(tmp, MASTER_PORT=str(free_port())), tmp / "pod.log")
     procs.append(proc)
-    deadline = time.monotonic() + 200
-    while "\nstep:1 " not in (tmp / "pod.log").read_text(errors="replace"):
-        assert proc.poll() is None and time.monotonic() < deadline, (tmp / "pod.log").read_text()
+    while "\nstep:1 " not in (tmp / "pod.log").read_text(errors="replace"):  # a hang: the timeout mark ends it
+        assert proc.poll() is None, (tmp / "pod.log").read_text()
         time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)  # kubelet stopping the pod: tini forwards it to the entrypoint
     rc = proc.wait(timeout=30)
@@ -174,9 +173,8 @@ def test_rayjob_driver_all_reduces_through_one_actor_per_worker_node(cluster_dir
                             env=smoke_env(tmp, 0, RAY_AUTH_MODE="disabled"), stdout=open(tmp / "head.log", "wb"),
                             stderr=subprocess.STDOUT, start_new_session=True)
     procs.append(head)
-    deadline = time.monotonic() + 120
-    while not _port_open(port):
-        assert head.poll() is None and time.monotonic() < deadline, (tmp / "head.log").read_text()
+    while not _port_open(port):  # a hang: the timeout mark ends it
+        assert head.poll() is None, (tmp / "head.log").read_text()
         time.sleep(0.5)
     worker = subprocess.Popen([ray, "start", f"--address=127.0.0.1:{port}", *common],
                               env=smoke_env(tmp, 1, RAY_AUTH_MODE="disabled"), stdout=open(tmp / "worker.log", "wb"),

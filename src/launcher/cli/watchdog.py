@@ -94,6 +94,7 @@ class WatchSession:
         self.lock = threading.Lock()
         self._handle_lock = threading.RLock()
         self.deleted_reason: str | None = None
+        self.deleted_by: str | None = None  # what deleted the run: --on-stall delete, or a health rule's stop
         self.findings: list = []
         seen = [f.get("key") for f in load_findings(run_dir.findings)]
         self.dog = Watchdog(config, seen=[k for k in seen if k], health=health)
@@ -134,12 +135,12 @@ class WatchSession:
         from launcher.cli.commands.delete import delete_run
 
         stall = f.kind == "stall"
-        reason = f"stalled: {f.message}" if stall else f.message
         err(f"watchdog: {'--on-stall delete' if stall else f'health rule {f.kind} (stop)'}: deleting "
             f"{self.ref.resource.kind} {self.ref.name} to free its GPUs (the PersistentVolumeClaim with the "
             "checkpoints is kept)")
         delete_run(self.kube, self.ref, keep_pvc=True, on_deleted=lambda m: err(f"watchdog: {m}"))
-        self.deleted_reason = reason
+        self.deleted_by = "--on-stall delete" if stall else "a health rule's stop"
+        self.deleted_reason = f"stalled: {f.message}" if stall else f.message
 
 
 def _now_rfc3339() -> str:
@@ -168,6 +169,5 @@ def deleted_exit(session) -> int | None:
 
     if session is None or session.deleted_reason is None:
         return None
-    why = "--on-stall delete" if session.deleted_reason.startswith("stalled: ") else "a health rule's stop"
-    err(f"run deleted by the watchdog ({why}): {session.deleted_reason}")
+    err(f"run deleted by the watchdog ({session.deleted_by}): {session.deleted_reason}")
     return EXIT_RUN_FAILED

@@ -534,9 +534,10 @@ def render(spec: ExperimentSpec, *, component: Component = "trainer", gitops: bo
                 access_mode=st.access_mode, storage_class=st.storage_class, size=st.size,
             )
         )
+    fn = spec.reward.function  # a local reward file travels in the ConfigMap beside the spec
     objects.append(
         _render_template("configmap.yaml.j2", name=cm, namespace=namespace, labels=labels, spec_yaml=spec_document(spec),
-                         reward_key=REWARD_FILE_KEY, reward=fn.source if (fn := spec.reward.function) else None)
+                         reward_key=REWARD_FILE_KEY, reward=fn.source if fn else None)
     )
     common = dict(
         job_name=instance, namespace=namespace, labels=labels, run_policy=spec.run_policy,
