@@ -268,7 +268,9 @@ def test_rayjob_cluster_pods_bound_and_job_completes(kube_cluster, kube_api, nam
     rj = ks.wait_for(lambda: (o := get_rj()).get("status", {}).get("rayClusterName") and o, timeout=60,
                      what="RayCluster name")
     rc_name = rj["status"]["rayClusterName"]
-    rc = co.get_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters", rc_name)
+    # KubeRay records the name in the RayJob's status one reconcile before it creates the RayCluster
+    rc = ks.wait_for(lambda: co.get_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters", rc_name),
+                     timeout=60, what="RayCluster created")
     assert rc["metadata"]["ownerReferences"][0]["kind"] == "RayJob"
 
     def ray_pods_running():
