@@ -53,6 +53,7 @@ from launcher.spec import names as L  # noqa: E402
 from launcher.spec import verl as V  # noqa: E402
 from launcher.spec.gpu import GPU_PRODUCTS  # noqa: E402
 from launcher.spec.derived import OMITTED_WHILE_DEFAULT, OMITTED_WHILE_NULL  # noqa: E402
+from launcher.spec.rules import STALL_RESTART_BACKOFF, STALL_RESTART_EXPECTED  # noqa: E402
 from launcher.spec.load import load_spec  # noqa: E402
 from launcher.spec.verl import CPU_RAY_MIN_CPUS  # noqa: E402
 
@@ -488,6 +489,9 @@ def constants() -> dict:
         "jobKinds": job_kinds(),
         # backend trainjob (spec._trainjob_problems): the TrainJob name's pattern, JobSet's name limit
         "trainjobNamePattern": L.TRAINJOB_NAME_PATTERN,
+        # health.stall.action restart (spec.rules): what the CLI says instead
+        "stallRestartExpected": STALL_RESTART_EXPECTED,
+        "stallRestartBackoff": STALL_RESTART_BACKOFF,
         "dnsLabelMax": 63,
         # env: may not override these (spec.RESERVED_ENV, spec.RESERVED_ENV_PREFIX)
         "reservedEnv": sorted(L.RESERVED_ENV),

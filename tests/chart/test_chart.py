@@ -743,3 +743,30 @@ def test_reward_file_refusals_match_the_cli(tmp_path):
             spec_from_raw(raw)
         assert cli_words in str(exc.value)
         assert chart_words in helm_error("-f", values, *[a for s in sets for a in ("--set-string", s)])
+
+
+def test_stall_restart_refusals_match_the_cli(tmp_path):
+    """health.stall.action restart: only a PyTorchJob with retries (its pods are started again to resume); the chart
+    refuses the rest as the CLI does, in the CLI's words."""
+    from chart_support import values_file
+
+    from launcher.spec.load import load_spec
+    from launcher.spec.rules import STALL_RESTART_BACKOFF, STALL_RESTART_EXPECTED
+
+    cpu = ROOT / "configs" / "grpo-exp3-cpu.yaml"
+    values = str(values_file(tmp_path, cpu))
+    for sets, cli_words, chart_words in [
+        (["health.stall.action=restart"], f"run_policy.backoff_limit: expected {STALL_RESTART_BACKOFF}",
+         f"values.run_policy.backoff_limit must be {STALL_RESTART_BACKOFF}, got 0"),
+        (["health.stall.action=restart", "run_policy.backoff_limit=2", "backend=rayjob"],
+         f"health.stall.action: expected {STALL_RESTART_EXPECTED}",
+         f"values.health.stall.action must be {STALL_RESTART_EXPECTED}, got restart"),
+    ]:
+        with pytest.raises(BadInput) as exc:
+            load_spec(cpu, sets)
+        assert cli_words in str(exc.value)
+        assert chart_words in helm_error("-f", values, *[a for s in sets for a in ("--set", s)])
+    # accepted by both
+    ok = ["health.stall.action=restart", "run_policy.backoff_limit=2"]
+    assert load_spec(cpu, ok).health.stall.action == "restart"
+    assert helm_objects("-f", values, *[a for s in ok for a in ("--set", s)])

@@ -5,7 +5,7 @@
   there and the run completes; attempts.json shows the resume point, metrics.jsonl holds each step once with the
   resumed attempt's values, and verl's own file logger agrees.
 - Every process of the trainer container stopped with SIGSTOP mid-run (a real hang): the follower's watchdog flags
-  a stall and `--on-stall delete` ends the run with exit 1.
+  a stall, captures an incident, and `--on-stall delete` ends the run with exit 1.
 - A reward file that always returns 0 (no learning signal): the `health.no_signal` rule with action `stop` ends the
   run with exit 1 and the reason.
 """
@@ -14,74 +14,16 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
-from pathlib import Path
 
 import pytest
 
 import kwok_support as ks
 import realnode as rn
-from launcher_helpers import launcher, rows, run_launcher
+from launcher_helpers import rows
+from real_runs import CONFIG, Following, checkpointed, incidents, master, sets_for
+from real_runs import real_node, volume  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode]
-
-CONFIG = str(ks.REPO_ROOT / "configs" / "grpo-exp3-cpu.yaml")
-CLAIM = "grpo-faults-volume"
-
-
-@pytest.fixture(scope="module")
-def real_node(kube_cluster):
-    rn.ensure_real_node(kube_cluster)
-    return kube_cluster
-
-
-@pytest.fixture
-def volume(real_node, namespace):
-    host = Path(f"/tmp/{namespace}-volume")
-    host.mkdir(mode=0o777)
-    host.chmod(0o777)
-    ks.bound_hostpath_claim(real_node, namespace, CLAIM, f"{namespace}-volume", str(host), access="ReadWriteMany")
-    yield host
-    real_node.kubectl("delete", "pv", f"{namespace}-volume", "--wait=false", check=False)
-    shutil.rmtree(host, ignore_errors=True)
-
-
-def sets_for(steps: int, *more: str) -> list[str]:
-    return [f"trainer.total_training_steps={steps}", f"trainer.total_epochs={math.ceil(steps / 3)}",
-            f"storage.claim_name={CLAIM}", "run_policy.active_deadline_seconds=1200", *more]
-
-
-class Following:
-    """`submit --follow` in the background, its output in files (a real run prints more than a pipe holds)."""
-
-    def __init__(self, info, ns, runs: Path, sets: list[str], *extra: str):
-        runs.mkdir(parents=True, exist_ok=True)
-        self.out, self.err = runs / "follow.out", runs / "follow.err"
-        with self.out.open("w") as out, self.err.open("w") as err:
-            self.proc = launcher(["submit", CONFIG, "-n", ns, "--follow", *extra,
-                                  *[a for s in sets for a in ("--set", s)]], info, runs, stdout=out, stderr=err)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, *_):
-        if kind is not None:  # the test failed while the run was going: stop following, show what it said
-            self.proc.kill()
-            self.proc.wait()
-            print(self.err.read_text(errors="replace")[-3000:])
-
-    def wait(self, timeout: float) -> tuple[int, str]:
-        """(exit code, stderr)."""
-        try:
-            self.proc.wait(timeout=timeout)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-        return self.proc.returncode, self.err.read_text(errors="replace")
-
-
-def master(info, ns) -> dict:
-    return rn.pods(info, ns, "training.kubeflow.org/replica-type=master")[0]
 
 
 def test_trainer_killed_after_a_checkpoint_resumes_from_it_and_completes(real_node, namespace, volume, tmp_path):
@@ -94,12 +36,9 @@ def test_trainer_killed_after_a_checkpoint_resumes_from_it_and_completes(real_no
     job = load_spec(CONFIG, [f"scheduling.namespace={ns}", *sets]).job_name
     follower = Following(info, ns, runs, sets)
 
-    # verl writes latest_checkpointed_iteration.txt once a checkpoint is complete
-    def checkpointed():
-        return any(p.read_text().strip() == str(save)
-                   for p in volume.glob("checkpoints/**/latest_checkpointed_iteration.txt"))
     with follower:
-        ks.wait_for(checkpointed, timeout=900, interval=1, what=f"verl's global_step_{save} checkpoint")
+        ks.wait_for(lambda: checkpointed(volume, save), timeout=900, interval=1,
+                    what=f"verl's global_step_{save} checkpoint")
         rn.kill_container(master(info, ns))  # every process of the trainer, from the node
     rc, err = follower.wait(timeout=1200)
     assert rc == 0, err[-4000:]
@@ -152,6 +91,13 @@ def test_a_stopped_trainer_is_flagged_as_a_stall_and_deleted(real_node, namespac
     assert "NotFound" in gone.stderr or not gone.stdout.strip(), (gone.stdout, gone.stderr)
     last = rows(runs / job)[-1]["step"]
     assert 3 <= last < 25, last
+    # the incident: every process of the container is a suspect (stopped), their stacks read all the same
+    [inc] = incidents(runs / job)
+    assert inc["action"] == "delete" and findings[0]["incident"] == inc["dir"].name, (inc["action"], findings)
+    assert len(inc["verdict"]["suspects"]) > 5 and all(s.endswith("(stopped)") for s in inc["verdict"]["suspects"])
+    assert inc["verdict"]["class"] != "unknown" and inc["stack_errors"] == {}, inc["verdict"]
+    assert "[stopped]" in next((inc["dir"] / "stacks").glob("*.txt")).read_text()
+    assert f"(incident {inc['dir']})" in err, err[-3000:]
 
 
 def test_a_reward_that_is_always_zero_trips_the_no_signal_rule_and_stop_ends_the_run(real_node, namespace, volume,

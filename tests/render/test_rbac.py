@@ -59,10 +59,12 @@ def test_the_role_is_derived_from_the_call_table_and_grants_nothing_unused():
                   ("apiextensions.k8s.io", "customresourcedefinitions", "list"), ("ray.io", "rayclusters", "get"),
                   ("", "pods", "get"), ("", "pods", "patch"), ("", "nodes", "get")]:
         assert never not in granted, never
-    # Pod writes and exec serve `data put` alone (its copy pod): no other verb creates, deletes or execs into pods.
+    # Pod writes and exec serve `data put` (its copy pod) and the follower's watchdog (a stall's incident execs into
+    # the run's pods for their stacks; --on-stall restart deletes them): nothing else creates, deletes or execs.
     for c in CALLS:
         if c.resource == "pods/exec" or (c.resource == "pods" and c.verb in ("create", "delete")):
-            assert c.used_by == ("data",), c
+            assert set(c.used_by) <= {"data", "logs", "submit", "watch"}, c
+    assert [c.used_by for c in CALLS if c.resource == "pods" and c.verb == "create"] == [("data",)]
 
 
 def test_explain_lists_every_call_with_its_verbs(capsys):

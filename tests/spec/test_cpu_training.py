@@ -159,7 +159,7 @@ def test_validate_describes_the_builtin_model(capsys):
     assert out[0].endswith(", model builtin:tiny-qwen2 (tiny random Qwen2, 357,632 parameters, in the CPU image; "
                            "test model, not Qwen2.5)")
     assert out[1] == "reward.function: compute_score from pkg://grpo_verl_cpu.reward (a module in the image)"
-    assert out[2].startswith("health: no_signal (advantages all 0, 5 steps) → warn; ")
+    assert out[2].startswith("health: stall → incident, report; no_signal (advantages all 0, 5 steps) → warn; ")
     assert out[3:] == verl_overrides(load_spec(EXP3_CPU))
     assert main(["validate", str(EXP3)]) == 0
     assert "model" not in capsys.readouterr().out  # a hub model is not described

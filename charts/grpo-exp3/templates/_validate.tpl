@@ -189,6 +189,14 @@ Python, so the pod's entrypoint (which runs the same rules on spec.yaml) reports
 {{- $errs = append $errs (printf "values.reward.function.source must be the content of %s: --set-file reward.function.source=%s" .path .path) -}}
 {{- end -}}
 {{- end -}}
+{{- /* health.stall.action restart (spec.rules): deleted pods must be started again by the operator to resume */ -}}
+{{- if eq $v.health.stall.action "restart" -}}
+{{- if ne $v.backend "pytorchjob" -}}
+{{- $errs = append $errs (printf "values.health.stall.action must be %s, got restart" $c.stallRestartExpected) -}}
+{{- else if lt (int $v.run_policy.backoff_limit) 1 -}}
+{{- $errs = append $errs (printf "values.run_policy.backoff_limit must be %s, got %v" $c.stallRestartBackoff $v.run_policy.backoff_limit) -}}
+{{- end -}}
+{{- end -}}
 {{- /* backend trainjob: what Kubeflow Trainer v2.2 and JobSet refuse (spec._trainjob_problems) */ -}}
 {{- if eq $v.backend "trainjob" -}}
 {{- $job := include "grpo-exp3.jobName" . -}}

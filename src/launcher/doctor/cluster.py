@@ -214,8 +214,9 @@ def check_rbac(kube, spec: ExperimentSpec) -> Check:
     from launcher.kube import ApiError
     from launcher.render.rbac import CALLS, PERMISSIONS
 
-    # what only `data put` sends (its copy pod): never needed to run an experiment
-    data_only = {(c.group, c.resource, c.verb) for c in CALLS if c.used_by == ("data",)}
+    # what only `data put` (its copy pod), a stall's incident (exec) and --on-stall restart send: never needed to run
+    data_only = {(c.group, c.resource, c.verb) for c in CALLS
+                 if c.resource == "pods/exec" or (c.resource == "pods" and c.verb in ("create", "delete"))}
     ns = spec.scheduling.namespace
     needed: list[str] = []
     optional: list[str] = []
@@ -239,7 +240,7 @@ def check_rbac(kube, spec: ExperimentSpec) -> Check:
         for verbs, data_put in (([v for v in denied if (p.group, p.resource, v) not in data_only], False),
                                 ([v for v in denied if (p.group, p.resource, v) in data_only], True)):
             if verbs:
-                item = f"{','.join(verbs)} {p.group or 'core'}/{p.resource} {where}" + (" (data put)" if data_put else "")
+                item = f"{','.join(verbs)} {p.group or 'core'}/{p.resource} {where}" + (" (data put, incident stacks, --on-stall restart)" if data_put else "")
                 (needed if permission_needed(p, spec) and not data_put else optional).append(item)
     if not needed and not optional:
         return Check("rbac", OK, f"all {total} permissions the launcher uses are granted in {ns} "

@@ -26,6 +26,7 @@ for debugging a pod's runtime; it is printed by `--dry-run` like the real comman
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import shlex
 import sys
@@ -47,6 +48,7 @@ from launcher.spec.verl import CPU_RAY_MIN_CPUS, verl_overrides
 
 VERL_COMMAND = ["python3", "-m", "verl.trainer.main_ppo"]
 CHILD_CMD_ENV = "LAUNCHER_CHILD_CMD"
+FAILURE_TAIL_LINES = 200  # verl's last stderr lines kept to tell why it failed (entrypoint.failure)
 
 PrepareFn = Callable[..., object]
 
@@ -233,6 +235,12 @@ def main(argv: Sequence[str] | None = None, *, container_env: Mapping[str, str] 
         decision = RESUME.begin(spec, env, log=log)
         if decision.action == "finished":
             return 0
+        earlier = RESUME.refused(spec)
+        if earlier is not None:
+            log(f"not training: attempt {earlier.get('attempt')} failed with a configuration error "
+                f"({earlier.get('what')}: {str(earlier.get('line', '')).strip()[:300]}); a retry cannot fix it: "
+                "fix the config (a new run) or submit --new")
+            return EXIT_BAD_INPUT
         child_argv = verl_argv(spec, role, cpus=probe.cpus, mode=args.mode, model=args.model, env=env,
                                resume_from=decision.path if decision.action == "resume" else None)
 
@@ -263,10 +271,12 @@ def main(argv: Sequence[str] | None = None, *, container_env: Mapping[str, str] 
         return _evaluate(spec, args, full_env, grace=grace, ray_num_cpus=ray_num_cpus, cwd=cwd)
     what = "the smoke workload" if smoke else "verl"
     log(f"starting {what}: {shlex.join(child_argv)}")
-    code = run_child(child_argv, full_env, name="smoke" if smoke else "trainer", grace_s=grace, cwd=cwd)
+    tail: collections.deque = collections.deque(maxlen=FAILURE_TAIL_LINES)
+    code = run_child(child_argv, full_env, name="smoke" if smoke else "trainer", grace_s=grace, cwd=cwd,
+                     tail=tail if decision is not None else None)
     log(f"{what} exited with status {code}")
     if decision is not None:
-        RESUME.finish(spec, decision, code, log=log)
+        RESUME.finish(spec, decision, code, log=log, tail=tail)
     return code
 
 

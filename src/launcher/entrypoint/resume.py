@@ -11,6 +11,9 @@ verl's own files and three of the launcher's:
   numbered across pods, nodes and operator retries.
 - `launcher-finished.json`: written when verl exited 0; a later start of the same run (a rerun after
   the job was deleted) trains nothing and exits 0.
+- `launcher-config-error.json`: written when verl failed with a configuration error
+  (`launcher.entrypoint.failure`); every later start of the same run stops at once with exit 2 instead of
+  training again (the operator's retries cannot fix a config; a changed config is a new run, `--new` starts over).
 - `launcher-run.json`: the start-over token of `submit --new` (`LAUNCHER_START_OVER` in the pod):
   a token the directory has not seen moves everything there into `superseded-<token>/` first, so a
   started-over run is fresh while a restarted pod of that same submission (same token) still resumes.
@@ -29,7 +32,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal, Mapping
+from typing import Callable, Literal, Mapping, Sequence
 
 from launcher.spec.contract import START_OVER_ENV
 from launcher.spec.model import ExperimentSpec
@@ -37,6 +40,7 @@ from launcher.spec.model import ExperimentSpec
 TRACKER = "latest_checkpointed_iteration.txt"
 ATTEMPTS = "launcher-attempts.jsonl"
 FINISHED = "launcher-finished.json"
+CONFIG_ERROR = "launcher-config-error.json"
 RUN_FILE = "launcher-run.json"
 SUPERSEDED = "superseded-"
 # Per-rank files verl's FSDPCheckpointManager writes with its default checkpoint.save_contents
@@ -244,11 +248,40 @@ def begin(spec: ExperimentSpec, env: Mapping[str, str], *, log: Callable[[str], 
     return decision
 
 
-def finish(spec: ExperimentSpec, decision: Decision, code: int, *, log: Callable[[str], None]) -> None:
-    """After verl exits: status 0 leaves the finished marker (the last checkpointed step, if any)."""
-    if code != 0:
-        return
+def refused(spec: ExperimentSpec) -> dict | None:
+    """The configuration-error marker an earlier attempt of this run left (see the module), or None."""
+    try:
+        doc = json.loads((Path(spec.checkpoint_path) / CONFIG_ERROR).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def finish(spec: ExperimentSpec, decision: Decision, code: int, *, log: Callable[[str], None],
+           tail: Sequence[str] = ()) -> None:
+    """After verl exits: status 0 leaves the finished marker (the last checkpointed step, if any); a failure is
+    classified from `tail` (verl's last stderr lines), and a configuration error leaves its marker."""
     ckpt_dir = Path(spec.checkpoint_path)
+    if code != 0:
+        from launcher.entrypoint.failure import classify_failure
+
+        failure = classify_failure(tail)
+        retries = spec.run_policy.backoff_limit
+        if failure.kind == "transient":
+            log(f"verl failed: {failure.describe()}; " + (
+                "a restart resumes from the newest checkpoint (run_policy.backoff_limit "
+                f"{retries})" if retries else "run_policy.backoff_limit is 0: no restart"))
+        elif failure.kind == "config":
+            try:
+                _write_json(ckpt_dir / CONFIG_ERROR, {"attempt": decision.attempt, "what": failure.what,
+                                                      "line": failure.line[-2000:], "at": _now()})
+            except OSError as exc:
+                log(f"warning: cannot write {ckpt_dir / CONFIG_ERROR} ({exc})")
+            log(f"verl failed: {failure.describe()}; a retry cannot fix a configuration: later starts of this run "
+                "stop at once (fix the config, which makes a new run, or submit --new)")
+        else:
+            log("verl failed (not a known transient or configuration error: see its output above)")
+        return
     step = read_tracker(ckpt_dir) or spec.trainer.total_training_steps
     try:
         _write_json(ckpt_dir / FINISHED, {"step": step, "attempt": decision.attempt, "finished": _now()})
@@ -267,5 +300,5 @@ def _write_json(path: Path, doc: dict) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["ATTEMPTS", "FINISHED", "START_OVER_ENV", "TRACKER", "Decision", "begin", "decide", "finish",
-           "missing_files", "read_tracker", "saved_steps", "start_over", "world_size"]
+__all__ = ["ATTEMPTS", "CONFIG_ERROR", "FINISHED", "START_OVER_ENV", "TRACKER", "Decision", "begin", "decide", "finish",
+           "missing_files", "read_tracker", "refused", "saved_steps", "start_over", "world_size"]

@@ -1,7 +1,9 @@
 """Child processes of the entrypoint: verl's trainer and `ray start --block`.
 
 A child runs in its own process group (its own session), inherits stdout/stderr (so its output
-reaches the pod log live) and gets `PYTHONUNBUFFERED=1`. SIGTERM/SIGINT sent to the entrypoint
+reaches the pod log live) and gets `PYTHONUNBUFFERED=1`. With `tail`, its stderr goes through a pipe that a
+thread copies byte for byte to the entrypoint's stderr as it arrives, keeping the last lines in `tail` (why it
+failed: `launcher.entrypoint.failure`). SIGTERM/SIGINT sent to the entrypoint
 (kubelet stopping the pod, Ctrl-C) are forwarded to the child's whole group; if the group is still
 alive `grace_s` seconds later it gets SIGKILL. The exit status follows the shell convention: the
 child's code, or 128+N when signal N killed it.
@@ -9,10 +11,12 @@ child's code, or 128+N when signal N killed it.
 
 from __future__ import annotations
 
+import collections
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from typing import Iterator, Mapping, Sequence
@@ -36,7 +40,9 @@ class Child:
     """One child process in its own process group, with a grace period between SIGTERM and SIGKILL."""
 
     def __init__(self, argv: Sequence[str], env: Mapping[str, str], *, name: str = "child",
-                 grace_s: float = DEFAULT_GRACE_S, cwd: str | None = None):
+                 grace_s: float = DEFAULT_GRACE_S, cwd: str | None = None, tail: collections.deque | None = None):
+        self.tail = tail
+        self._copier: threading.Thread | None = None
         self.argv = list(argv)
         self.env = {**env, "PYTHONUNBUFFERED": "1"}
         self.name = name
@@ -47,8 +53,18 @@ class Child:
         self._kill_at: float | None = None
 
     def start(self) -> "Child":
-        self.proc = subprocess.Popen(self.argv, env=self.env, cwd=self.cwd, start_new_session=True)
+        self.proc = subprocess.Popen(self.argv, env=self.env, cwd=self.cwd, start_new_session=True,
+                                     stderr=subprocess.PIPE if self.tail is not None else None)
+        if self.tail is not None:
+            self._copier = threading.Thread(target=_copy_stderr, args=(self.proc.stderr.fileno(), self.tail),
+                                            name=f"{self.name}-stderr", daemon=True)
+            self._copier.start()
         return self
+
+    def drain(self, timeout: float = 5.0) -> None:
+        """Wait (at most `timeout`) for the stderr copy to reach the end: the tail then holds the last lines."""
+        if self._copier is not None:
+            self._copier.join(timeout)
 
     @property
     def pid(self) -> int:
@@ -114,6 +130,31 @@ class Child:
         return code
 
 
+def _copy_stderr(fd: int, tail: collections.deque) -> None:
+    """Copy `fd` to our stderr as it arrives (bytes as written: tqdm's \r, partial lines), keeping its lines."""
+    pending = b""
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:
+            data = b""
+        if not data:
+            break
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(2, view):]
+            except InterruptedError:
+                continue
+            except OSError:  # our stderr is gone: keep reading so the child never blocks on a full pipe
+                break
+        *lines, pending = (pending + data).split(b"\n")
+        tail.extend(line.decode("utf-8", "replace")[-2000:] for line in lines)
+        pending = pending[-8192:]
+    if pending:
+        tail.append(pending.decode("utf-8", "replace")[-2000:])
+
+
 class SignalState:
     """Signals the entrypoint received while forwarding (the first one decides the exit status)."""
 
@@ -147,13 +188,15 @@ def forward_signals(children: "list[Child]", state: SignalState | None = None) -
 
 
 def run_child(argv: Sequence[str], env: Mapping[str, str], *, name: str = "child",
-              grace_s: float = DEFAULT_GRACE_S, cwd: str | None = None) -> int:
-    """Run `argv` to completion with signal forwarding; its exit status (128+N if killed by signal N)."""
-    child = Child(argv, env, name=name, grace_s=grace_s, cwd=cwd)
+              grace_s: float = DEFAULT_GRACE_S, cwd: str | None = None, tail: collections.deque | None = None) -> int:
+    """Run `argv` to completion with signal forwarding; its exit status (128+N if killed by signal N). With `tail`,
+    its last stderr lines (see the module)."""
+    child = Child(argv, env, name=name, grace_s=grace_s, cwd=cwd, tail=tail)
     with forward_signals([child]) as state:
         child.start()
         if state.received is not None:  # arrived before the child existed
             child.terminate(state.received)
         code = child.wait()
+    child.drain()
     assert code is not None
     return code

@@ -321,6 +321,15 @@ class Kube:
         except OSError as exc:
             raise self._network_error(exc, what) from None
 
+    def run_in_pod(self, pod: str, argv: list[str], *, container: str | None = None,
+                   timeout: float = 600) -> tuple[str, str, int | None]:
+        """Run `argv` in the pod to its end (kubectl `exec`, no stdin): (stdout, stderr, exit code)."""
+        session = self.exec(pod, argv, container=container)
+        try:
+            return finish(session, timeout)
+        finally:
+            session.close()
+
     def events_for(self, names: set[str]) -> list[dict]:
         """Events in the namespace whose involved object is one of `names`, oldest first."""
         items = [e for e in self.list(EVENT) if (e.get("involvedObject") or {}).get("name") in names]
@@ -563,3 +572,22 @@ def _short_cause(exc: Exception) -> str:
     if ">: " in text:
         text = text.split(">: ", 1)[1]
     return text[:200]
+
+
+def finish(session, timeout: float) -> tuple[str, str, int | None]:
+    """Read an exec session (`Kube.exec`) to its end: (stdout, stderr, exit code; None if the server did not say)."""
+    import time
+
+    out, err = [], []
+    deadline = time.monotonic() + timeout
+    while session.is_open():
+        if time.monotonic() > deadline:
+            raise ClusterError(f"no answer from the pod within {timeout:g}s")
+        session.update(timeout=1)
+        if session.peek_stdout():
+            out.append(session.read_stdout())
+        if session.peek_stderr():
+            err.append(session.read_stderr())
+    out.append(session.read_stdout() if session.peek_stdout() else "")
+    err.append(session.read_stderr() if session.peek_stderr() else "")
+    return "".join(out), "".join(err), session.returncode

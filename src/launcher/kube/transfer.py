@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from launcher.errors import ClusterError
+from launcher.kube.client import finish
 
 CHUNK = 1 << 20  # raw bytes per base64 line
 
@@ -152,7 +152,7 @@ def _send(kube, pod: str, f: LocalFile, dest: str, offset: int, *, container, on
                 session.write_stdin(base64.b64encode(block).decode("ascii") + "\n")
                 on_bytes(len(block))
         session.write_stdin(f"END {f.size} {f.sha256}\n")
-        out, err, code = _finish(session, timeout)
+        out, err, code = finish(session, timeout)
     finally:
         session.close()
     if code != 0 or not out.startswith("OK "):
@@ -165,28 +165,7 @@ def _send(kube, pod: str, f: LocalFile, dest: str, offset: int, *, container, on
 
 
 def _run(kube, pod: str, argv: list[str], *, container, timeout: float) -> str:
-    session = kube.exec(pod, argv, container=container)
-    try:
-        out, err, code = _finish(session, timeout)
-    finally:
-        session.close()
+    out, err, code = kube.run_in_pod(pod, argv, container=container, timeout=timeout)
     if code != 0:
         raise ClusterError(f"{argv[0]} in pod {pod} exited {code}: {err.strip() or out.strip()}")
     return out
-
-
-def _finish(session, timeout: float) -> tuple[str, str, int | None]:
-    """Read an exec session to its end: (stdout, stderr, exit code; None if the server did not say)."""
-    out, err = [], []
-    deadline = time.monotonic() + timeout
-    while session.is_open():
-        if time.monotonic() > deadline:
-            raise ClusterError(f"no answer from the pod within {timeout:g}s")
-        session.update(timeout=1)
-        if session.peek_stdout():
-            out.append(session.read_stdout())
-        if session.peek_stderr():
-            err.append(session.read_stderr())
-    out.append(session.read_stdout() if session.peek_stdout() else "")
-    err.append(session.read_stderr() if session.peek_stderr() else "")
-    return "".join(out), "".join(err), session.returncode

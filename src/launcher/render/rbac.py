@@ -80,11 +80,14 @@ CALLS: tuple[Call, ...] = (
     Call("", "pods", "list", ("status", "logs", "wait", "delete", "submit", "sweep", "doctor", "data"),
          "a run's pods by label: phases, reasons, whose logs to follow, wait until gone (data put: its copy pod)"),
     Call("", "pods", "create", ("data",), "data put: the short-lived pod the files are copied through"),
-    Call("", "pods", "delete", ("data",), "data put: that pod, once the files are in"),
+    Call("", "pods", "delete", ("data", "logs", "submit", "watch"),
+         "data put: that pod, once the files are in; --on-stall restart: the stuck attempt's pods"),
     # An exec is a websocket upgrade of a GET: Kubernetes 1.35 authorizes it as `get` and (its
     # AuthorizePodWebsocketUpgradeCreatePermission gate, on by default) also as `create`.
-    Call("", "pods/exec", "get", ("data",), "data put: copy the files in through the pod (and see what is there)"),
-    Call("", "pods/exec", "create", ("data",), "data put: the same exec (1.35 checks both verbs)"),
+    Call("", "pods/exec", "get", ("data", "logs", "submit", "watch"),
+         "data put: copy the files in through the pod (and see what is there); a stall's incident: the processes' "
+         "Python stacks"),
+    Call("", "pods/exec", "create", ("data", "logs", "submit", "watch"), "the same exec (1.35 checks both verbs)"),
     Call("", "pods", "watch", ("logs", "submit", "sweep", "wait", "doctor"),
          "follow the runs' pods (start, restart, finish): one watch of the launcher's pods for every run followed"),
     Call("", "pods/log", "get", ("logs", "submit", "sweep", "wait", "doctor"), "follow and save pod logs"),

@@ -8,6 +8,7 @@
 - `compare`: several runs side by side
 - `evaluation`: the GSM8K base-vs-trained section (eval.json), registered in `SECTION_PROVIDERS`
 - `attempts`: the attempts-and-restarts section (attempts.json), registered in `SECTION_PROVIDERS`
+- `incidents`: the incidents section (incidents/*/incident.json), likewise
 
 Never imports the Kubernetes client (ARCHITECTURE.md, "Walls").
 """
@@ -16,5 +17,6 @@ from launcher.report.build import SECTION_PROVIDERS, Section, analyze, write_rep
 from launcher.report.load import Run, load_run
 from launcher.report import eval  # registers the GSM8K evaluation section in SECTION_PROVIDERS
 from launcher.report import attempts  # registers the attempts-and-restarts section
+from launcher.report import incidents  # registers the incidents section
 
-__all__ = ["SECTION_PROVIDERS", "Run", "Section", "analyze", "attempts", "evaluation", "load_run", "write_report"]
+__all__ = ["SECTION_PROVIDERS", "Run", "Section", "analyze", "attempts", "evaluation", "incidents", "load_run", "write_report"]

@@ -43,6 +43,7 @@ class RunDir:
     provenance = _file("provenance.json")
     images = _file("images.json")
     verl_config = _file("verl_config.json")
+    incidents = _file("incidents")  # one directory per stall the watchdog captured (launcher.run.incidents)
 
     @property
     def follow_state(self) -> Path:

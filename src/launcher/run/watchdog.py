@@ -103,8 +103,10 @@ def _finite(v) -> bool:
 class Watchdog:
     """Stateful checks over one run (see the module docstring). Not thread-safe: the caller serialises."""
 
-    def __init__(self, config: WatchdogConfig | None = None, *, seen: Iterable[str] = (), health=None):
-        """`health`: the spec's `HealthSpec` (None: its defaults)."""
+    def __init__(self, config: WatchdogConfig | None = None, *, seen: Iterable[str] = (), health=None,
+                 attempt: int = 0):
+        """`health`: the spec's `HealthSpec` (None: its defaults). `attempt`: restarts the watchdog's caller made so
+        far (a stall's key names it, so a run that stalls after the same step again is reported again)."""
         from launcher.spec.model import HealthSpec
 
         self.config = config or WatchdogConfig()
@@ -115,6 +117,7 @@ class Watchdog:
         self._last_step: int | None = None  # newest step that arrived
         self._last_at: float | None = None  # when it arrived (the caller's clock)
         self._armed = False  # the stall clock runs (a step arrived in this Running stretch)
+        self.attempt = attempt
 
     # inputs ------------------------------------------------------------------------------------
 
@@ -157,12 +160,17 @@ class Watchdog:
         median = self.median_step_s()
         med = f"{median:.1f}s" if median is not None else "unknown"
         return self._new(Finding(
-            "stall", f"stall@{self._last_step}", self._last_step,
+            "stall", f"stall@{self._last_step}" + (f"#{self.attempt}" if self.attempt else ""), self._last_step,
             f"no new step for {idle:.0f}s after step {self._last_step} (bound {bound:.0f}s = max("
             f"{self.config.stall_min_s:g}s, {self.config.stall_factor:g} × median step time {med}))",
             {"last_step": self._last_step, "idle_s": round(idle, 1), "bound_s": round(bound, 1),
              "median_step_s": None if median is None else round(median, 3),
              "stall_factor": self.config.stall_factor, "stall_min_s": self.config.stall_min_s}))
+
+    def restarted(self) -> None:
+        """The caller ended the stuck attempt: the stall clock waits for the next attempt's first step."""
+        self.attempt += 1
+        self._armed = False
 
     # derived -----------------------------------------------------------------------------------
 

@@ -464,9 +464,20 @@ class EntropyDriftRule(_Model):
     action: HealthAction = Field("warn", description=_ACTION_DOC)
 
 
+class StallRule(_Model):
+    """What a stall does (no new step within the watchdog's bound while Running): each captures an incident first."""
+
+    action: Literal["report", "delete", "restart"] = Field(
+        "report", description="report: the incident only; delete: delete the job (its PVC kept), exit 1; restart: "
+        "delete the stuck attempt's pods so the operator starts them again and the run resumes from its newest "
+        "checkpoint, at most max_restarts times, then delete the job and exit 1 (`--on-stall` overrides).")
+    max_restarts: int = Field(2, ge=0, le=100, description="restart: attempts ended per run before giving up.")
+
+
 class HealthSpec(_Model):
     """RL health rules the follower's watchdog checks on every step (besides its stall and collapse checks)."""
 
+    stall: StallRule = StallRule()
     no_signal: NoSignalRule = NoSignalRule()
     clip_pinned: ClipPinnedRule = ClipPinnedRule()
     kl_drift: KlDriftRule = KlDriftRule()

@@ -32,6 +32,16 @@ if TYPE_CHECKING:
     from launcher.spec.model import ExperimentSpec
 
 
+# A stuck attempt is ended by deleting its pods: the training-operator recreates a PyTorchJob's and the entrypoint
+# resumes from the newest checkpoint (tests/e2e/test_real_faults_training_e2e.py). A RayJob's Ray job does not survive
+# its head pod, and a TrainJob's JobSet has not been tried: `delete` and `launcher relaunch` serve those.
+STALL_RESTART_EXPECTED = ("report or delete for backends rayjob and trainjob (restart deletes the stuck attempt's pods, "
+                          "which only a PyTorchJob's operator recreates to resume; use delete, then `launcher "
+                          "relaunch`)")
+STALL_RESTART_BACKOFF = ("at least 1 with health.stall.action restart (the replicas' restart policy is then "
+                         "OnFailure; with Never the training-operator fails the job when its pod is deleted)")
+
+
 def check_rules(spec: ExperimentSpec) -> list[Problem]:
     """Cross-field rules: verl's batch arithmetic and Kubernetes naming.
 
@@ -146,6 +156,10 @@ def check_rules(spec: ExperimentSpec) -> list[Problem]:
         problems.append(Problem("data.source_dir", "null with data.dataset parquet (source_dir is raw GSM8K to "
                                 "convert; your parquet files are used as they are)", data.source_dir))
     problems += _env_problems(spec)
+    if spec.health.stall.action == "restart" and spec.backend != "pytorchjob":
+        problems.append(Problem("health.stall.action", STALL_RESTART_EXPECTED, "restart"))
+    elif spec.health.stall.action == "restart" and spec.run_policy.backoff_limit < 1:
+        problems.append(Problem("run_policy.backoff_limit", STALL_RESTART_BACKOFF, spec.run_policy.backoff_limit))
     if spec.backend == "trainjob":
         problems += _trainjob_problems(spec)
     if spec.storage.create and not spec.storage.claim_name:

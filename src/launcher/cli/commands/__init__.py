@@ -47,8 +47,8 @@ HELP_LINES: dict[str, str] = {
     "list": "list the launcher's runs in a namespace, or in all of them with -A (state, age, experiment)",
     "wait": "wait for a run to finish: exit 0 on success, 1 on failure (last log lines and the reason), 124 on timeout",
     "logs": "show or follow a run's pod logs (saved under runs/<job>/logs, metrics into runs/<job>/metrics.jsonl)",
-    "watch": ("watch a run for stalls, reward/entropy collapse, clip-ratio jumps and "
-               "non-finite loss (--on-stall delete)"),
+    "watch": ("watch a run for stalls (each captured as an incident), reward/entropy collapse, clip-ratio jumps and "
+              "non-finite loss (--on-stall delete|restart)"),
     "delete": "delete a run (job + its ConfigMap/PVC and a TrainJob's TrainingRuntime, found by label) and wait until its pods are gone",
     "metrics": "parse a saved verl log (or stdin) into metrics.jsonl, metrics.csv and metrics.meta.json",
     "report": "write report.md, report.json and plots for a run from its metrics.jsonl",

@@ -59,7 +59,7 @@ def pins_for(run_dir, image: str) -> tuple[dict[str, str], str | None]:
 
 def run(args: argparse.Namespace) -> int:
     from launcher.cli.cluster import err
-    from launcher.cli.watchdog import config_from_args
+    from launcher.cli.watchdog import check_flags
     from launcher.cli.commands.submit import _submit
     from launcher.spec.load import load_spec
     from launcher.errors import BadInput
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     sets = list(args.sets) + ([f"scheduling.namespace={args.namespace}"] if args.namespace else [])
     original = load_spec(src.spec)
     spec = load_spec(src.spec, sets)
-    config_from_args(args)
+    check_flags(args, spec)
     recorded = (provenance.load_json(src.provenance) or {}).get("job")
     if not sets and recorded and recorded != spec.job_name:
         raise BadInput(f"{src.spec} gives job {spec.job_name}, but the run recorded {recorded}: the spec was edited "

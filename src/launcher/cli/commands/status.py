@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     ref = J.find_run(kube, args.name)
     state = J.job_state(ref.backend, ref.obj)
     if fmt:
-        return _emit(kube, ref, state, args.events, fmt, _attempts(ref.name, args.runs_dir))
+        return _emit(kube, ref, state, args.events, fmt, _attempts(ref.name, args.runs_dir), args.runs_dir)
     md = ref.obj.get("metadata") or {}
     print(f"{ref.resource.kind} {ref.name}  namespace {kube.namespace}  experiment {ref.experiment or '-'}  "
           f"age {J.age(md.get('creationTimestamp'))}")
@@ -91,6 +91,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"attempts ({len(attempts)}, as followed into runs/{ref.name}/):")
         for a in attempts:
             print(f"  {describe(a)}")
+    incidents = _incidents(ref.name, args.runs_dir)
+    if incidents:
+        from launcher.run.incidents import describe as describe_incident
+
+        print(f"incidents ({len(incidents)}, in runs/{ref.name}/incidents/):")
+        for i in incidents:
+            print(f"  {describe_incident(i)}")
     shown = _events(kube, ref, pods, args.events)
     if shown:
         print("events:")
@@ -196,7 +203,15 @@ def _events(kube, ref, pods: list[dict], last: int) -> list[dict]:
     return [e for e in events if e.get("type") == "Warning" or e.get("reason") in INTERESTING][-last:] if last > 0 else []
 
 
-def _emit(kube, ref, state, last_events: int, fmt: str, attempts: list[dict]) -> int:
+def _incidents(job: str, runs_dir: str | None) -> list[dict]:
+    """The run's incidents from its run directory (`launcher.run.incidents`); [] when none were captured here."""
+    from launcher.run.dirs import RunDir
+    from launcher.run.incidents import load_incidents
+
+    return load_incidents(RunDir.of(job, runs_dir).path)
+
+
+def _emit(kube, ref, state, last_events: int, fmt: str, attempts: list[dict], runs_dir: str | None) -> int:
     """`-o json|yaml`: the Run shape plus conditions, pods and events (launcher.cli.common)."""
     from launcher.cli.common import emit, run_object
     from launcher.kube import jobs as J
@@ -235,5 +250,8 @@ def _emit(kube, ref, state, last_events: int, fmt: str, attempts: list[dict]) ->
         "message": " ".join((e.get("message") or "").split()),
     } for e in _events(kube, ref, pods, last_events)]
     out["attempts"] = attempts
+    out["incidents"] = [{"id": i["id"], "time": i.get("time"), "step": (i.get("last_step") or {}).get("step"),
+                         "class": (i.get("verdict") or {}).get("class"), "why": (i.get("verdict") or {}).get("why"),
+                         "action": i.get("action"), "path": i["path"]} for i in _incidents(ref.name, runs_dir)]
     emit(out, fmt)
     return 0

@@ -62,9 +62,9 @@ def run(args: argparse.Namespace) -> int:
     if args.queue:
         args.sets = [*args.sets, f"scheduling.queue={args.queue}"]
     spec = load_from_args(args)  # BadInput (exit 2) before any client exists
-    from launcher.cli.watchdog import config_from_args
+    from launcher.cli.watchdog import check_flags
 
-    config_from_args(args)  # a bad watchdog flag is bad input too
+    check_flags(args, spec)  # a bad watchdog flag is bad input too
     check_export_arguments(args)
     if wants_export(args) and not (args.follow or args.logs):
         raise BadInput("--mlflow/--tensorboard: expected --follow with them (or use `launcher export RUN_DIR` later)")

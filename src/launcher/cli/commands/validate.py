@@ -65,5 +65,7 @@ def health_line(h) -> str:
     clip = f"clip ratio ≥ {h.clip_pinned.ratio:g}" if h.clip_pinned.ratio is not None else None
     parts = [("no_signal", "advantages all 0", h.no_signal), ("clip_pinned", clip, h.clip_pinned),
              ("kl_drift", kl, h.kl_drift), ("entropy_drift", ent, h.entropy_drift)]
-    return "; ".join(f"{name} off" if what is None else f"{name} ({what}, {rule.steps} steps) → {rule.action}"
-                     for name, what, rule in parts)
+    stall = h.stall.action + (f" (at most {h.stall.max_restarts}, then delete)" if h.stall.action == "restart" else "")
+    return f"stall → incident, {stall}; " + "; ".join(
+        f"{name} off" if what is None else f"{name} ({what}, {rule.steps} steps) → {rule.action}"
+        for name, what, rule in parts)

@@ -8,13 +8,17 @@ from launcher.cli.cluster import add_run_arguments
 from launcher.cli.common import add_output_argument
 from launcher.cli.watchdog import add_watchdog_arguments
 
-HELP = "watch a run for stalls, reward/entropy collapse, clip-ratio jumps and non-finite loss (--on-stall delete)"
+HELP = ("watch a run for stalls (each captured as an incident), reward/entropy collapse, clip-ratio jumps and "
+        "non-finite loss (--on-stall delete|restart)")
 DESCRIPTION = (
     "Follows the run's pods as `logs -f` does (raw logs and metrics saved under runs/<job>/) without printing the "
     "log lines, and prints each watchdog finding once on stdout, with its evidence; every finding is also appended "
     "to runs/<job>/findings.jsonl. A stall is no new step within max(--stall-min, --stall-factor x the median step "
-    "time) while the job is Running; with --on-stall delete the job is deleted (its PVC kept) and watch exits 1 "
-    "with the reason. Otherwise it exits 0 when the run succeeds and 1 when it fails."
+    "time) while the job is Running; it captures an incident (runs/<job>/incidents/: every process's Python "
+    "stacks, what hung, the pods' last lines). With --on-stall delete the job is deleted (its PVC kept) and watch "
+    "exits 1 with the reason; with --on-stall restart the stuck attempt's pods are deleted so the run resumes from "
+    "its newest checkpoint, at most --max-restarts times. Otherwise it exits 0 when the run succeeds and 1 when it "
+    "fails."
 )
 
 

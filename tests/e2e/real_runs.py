@@ -1,0 +1,106 @@
+"""Real verl training runs for the e2e tests of resume, the watchdog and incidents (grpo-exp3-cpu on the real
+nodes): the fixtures (the real node, a hostPath volume for checkpoints) and helpers shared by
+test_real_faults_training_e2e.py and test_real_incidents_e2e.py (separate files so `--dist loadfile` runs them on
+different workers)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+import kwok_support as ks
+import realnode as rn
+from launcher_helpers import launcher
+
+CONFIG = str(ks.REPO_ROOT / "configs" / "grpo-exp3-cpu.yaml")
+CLAIM = "grpo-faults-volume"
+
+
+@pytest.fixture(scope="module")
+def real_node(kube_cluster):
+    rn.ensure_real_node(kube_cluster)
+    return kube_cluster
+
+
+@pytest.fixture
+def volume(real_node, namespace):
+    host = Path(f"/tmp/{namespace}-volume")
+    host.mkdir(mode=0o777)
+    host.chmod(0o777)
+    ks.bound_hostpath_claim(real_node, namespace, CLAIM, f"{namespace}-volume", str(host), access="ReadWriteMany")
+    yield host
+    real_node.kubectl("delete", "pv", f"{namespace}-volume", "--wait=false", check=False)
+    shutil.rmtree(host, ignore_errors=True)
+
+
+def sets_for(steps: int, *more: str) -> list[str]:
+    return [f"trainer.total_training_steps={steps}", f"trainer.total_epochs={math.ceil(steps / 3)}",
+            f"storage.claim_name={CLAIM}", "run_policy.active_deadline_seconds=1200", *more]
+
+
+class Following:
+    """`submit --follow` in the background, its output in files (a real run prints more than a pipe holds)."""
+
+    def __init__(self, info, ns, runs: Path, sets: list[str], *extra: str):
+        runs.mkdir(parents=True, exist_ok=True)
+        self.out, self.err = runs / "follow.out", runs / "follow.err"
+        with self.out.open("w") as out, self.err.open("w") as err:
+            self.proc = launcher(["submit", CONFIG, "-n", ns, "--follow", *extra,
+                                  *[a for s in sets for a in ("--set", s)]], info, runs, stdout=out, stderr=err)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, *_):
+        if kind is not None:  # the test failed while the run was going: stop following, show what it said
+            self.proc.kill()
+            self.proc.wait()
+            print(self.err.read_text(errors="replace")[-3000:])
+
+    def wait(self, timeout: float) -> tuple[int, str]:
+        """(exit code, stderr)."""
+        try:
+            self.proc.wait(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+        return self.proc.returncode, self.err.read_text(errors="replace")
+
+
+def master(info, ns) -> dict:
+    return rn.pods(info, ns, "training.kubeflow.org/replica-type=master")[0]
+
+
+STOP_ENGINE = """
+import os, signal
+for p in os.listdir("/proc"):
+    try:
+        cmd = open(f"/proc/{p}/cmdline", "rb").read() if p.isdigit() else b""
+    except OSError:
+        continue
+    if cmd.startswith(b"VLLM::EngineCore"):
+        os.kill(int(p), signal.SIGSTOP)
+        print(p)
+"""
+
+
+def stop_vllm_engine(info, ns) -> str:
+    """SIGSTOP vLLM's engine-core process in the trainer pod (a hung generation engine); its pid."""
+    pod = master(info, ns)
+    out = info.kubectl("exec", "-n", ns, pod["metadata"]["name"], "-c", "pytorch", "--", "python3", "-c",
+                       STOP_ENGINE).stdout.split()
+    assert len(out) == 1, out
+    return out[0]
+
+
+def checkpointed(volume: Path, step: int) -> bool:
+    """verl wrote latest_checkpointed_iteration.txt with `step` (its checkpoint is complete)."""
+    return any(p.read_text().strip() == str(step) for p in volume.glob("checkpoints/**/latest_checkpointed_iteration.txt"))
+
+
+def incidents(run: Path) -> list[dict]:
+    return [{**json.loads(p.read_text()), "dir": p.parent} for p in sorted(run.glob("incidents/*/incident.json"))]
