@@ -31,17 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("GRPO_CACHE", Path.home() / ".cache" / "grpo-launcher"))
 KUBECONFIG = Path(os.environ.get("GRPO_CLUSTER_DIR", CACHE / "cluster")) / "kubeconfig"
 KUBECTL = [str(CACHE / "bin" / "tools" / "kubectl"), "--kubeconfig", str(KUBECONFIG)]
-STOP_ENGINE = """
-import os, signal
-for p in os.listdir("/proc"):
-    try:
-        cmd = open(f"/proc/{p}/cmdline", "rb").read() if p.isdigit() else b""
-    except OSError:
-        continue
-    if cmd.startswith(b"VLLM::EngineCore"):
-        os.kill(int(p), signal.SIGSTOP)
-        print(p)
-"""
+sys.path.insert(0, str(ROOT / "hack"))
+from faults import STOP_ENGINE  # noqa: E402 (hack/faults.py, shared with the e2e tests)
 
 
 def wait_for(what: str, predicate, timeout: float, interval: float = 0.2):

@@ -14,6 +14,7 @@ import pytest
 
 import kwok_support as ks
 import realnode as rn
+from faults import STOP_ACTOR_IN_UPDATE, STOP_ENGINE  # hack/faults.py
 from launcher_helpers import launcher
 
 CONFIG = str(ks.REPO_ROOT / "configs" / "grpo-exp3-cpu.yaml")
@@ -75,17 +76,6 @@ def master(info, ns) -> dict:
     return rn.pods(info, ns, "training.kubeflow.org/replica-type=master")[0]
 
 
-STOP_ENGINE = """
-import os, signal
-for p in os.listdir("/proc"):
-    try:
-        cmd = open(f"/proc/{p}/cmdline", "rb").read() if p.isdigit() else b""
-    except OSError:
-        continue
-    if cmd.startswith(b"VLLM::EngineCore"):
-        os.kill(int(p), signal.SIGSTOP)
-        print(p)
-"""
 
 
 def stop_vllm_engine(info, ns) -> str:
@@ -95,6 +85,15 @@ def stop_vllm_engine(info, ns) -> str:
                        STOP_ENGINE).stdout.split()
     assert len(out) == 1, out
     return out[0]
+
+
+def stop_actor_in_update(info, ns, within_s: int = 300) -> tuple[str, str]:
+    """SIGSTOP the actor's worker process while it is inside its update (hack/faults.py); (its pid, the stack seen)."""
+    pod = master(info, ns)
+    out = info.kubectl("exec", "-n", ns, pod["metadata"]["name"], "-c", "pytorch", "--", "python3", "-c",
+                       STOP_ACTOR_IN_UPDATE, str(within_s), timeout=within_s + 60).stdout
+    pid, _, stack = out.partition("\n")
+    return pid.strip(), stack
 
 
 def checkpointed(volume: Path, step: int) -> bool:

@@ -4,6 +4,9 @@
   vLLM's frames and whose verdict is `rollout`; `--on-stall restart` deletes the stuck attempt's pod, the run
   resumes from the checkpoint and completes, each step once; the report lists the incident.
 - Stopped again after every restart, the run gives up when the budget is spent: exit 1, each incident named.
+- The actor's worker process stopped inside its update: the incident names it as the suspect and classifies the
+  stall `update` (or `collective`) from its own frames.
+- An override verl's Hydra config refuses: classified a configuration error, never trained again.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import pytest
 
 import kwok_support as ks
 from launcher_helpers import rows, run_launcher
-from real_runs import CONFIG, Following, checkpointed, incidents, sets_for, stop_vllm_engine
+from real_runs import CONFIG, Following, checkpointed, incidents, sets_for, stop_actor_in_update, stop_vllm_engine
 from real_runs import real_node, volume  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode]
@@ -115,3 +118,24 @@ def test_a_configuration_error_verl_refuses_is_not_trained_again(real_node, name
     refusals = raw.count("[entrypoint] not training: attempt 1 failed with a configuration error (Hydra override")
     assert refusals >= 1, raw[-4000:]  # each retry the operator made stopped before verl
     assert rows(runs / job) == []
+
+
+def test_an_actor_stopped_in_its_update_is_classified_from_its_own_frames(real_node, namespace, volume, tmp_path):
+    from launcher.spec.load import load_spec
+
+    info, ns, runs = real_node, namespace, tmp_path / "runs"
+    sets = sets_for(25)
+    job = load_spec(CONFIG, [f"scheduling.namespace={ns}", *sets]).job_name
+    run = runs / job
+    follower = Following(info, ns, runs, sets, "--on-stall", "delete", *STALL_FLAGS)
+    with follower:
+        ks.wait_for(lambda: len(rows(run)) >= 3, timeout=900, interval=1, what="3 real steps")
+        pid, seen = stop_actor_in_update(info, ns)
+    rc, err = follower.wait(timeout=600)
+    assert rc == 1, err[-3000:]
+    [inc] = incidents(run)
+    v = inc["verdict"]
+    assert v["class"] in ("update", "collective"), (v, seen)
+    assert any(s.startswith(f"{pid} ray::WorkerDict") and s.endswith("(stopped)") for s in v["suspects"]), v
+    assert v["process"].startswith(f"{pid} ray::WorkerDict"), v  # its own frames decided
+    assert v["why"].startswith("process stopped: ") or v["why"].startswith("a thread waits in a collective: "), v

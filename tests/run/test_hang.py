@@ -127,12 +127,28 @@ def test_a_stopped_actor_that_was_idle_leaves_the_decision_to_the_trainer_loop()
     capture = _driver_in(REAL, _frame("get", "ray/_private/worker.py"),
                          _frame("PPOTrainer._update_actor", "verl/trainer/ppo/v1/trainer_base.py"))
     worker = _proc(capture, "ray::WorkerDict")
-    worker["state"] = "T"
+    worker["state"], worker["cmdline"] = "T", "ray::WorkerDict"  # between methods Ray titles it by its class
     for t in worker["threads"]:  # parked: nothing of verl on its stacks
         t["frames"] = [_frame("Worker.main_loop", "ray/_private/worker.py")]
     v = classify({"master-0": capture})
     assert v.kind == "update" and v.suspects == [f"{worker['pid']} {worker['cmdline']} (stopped)"]
     assert "the trainer loop waits: 461 ray::TaskRunnerV1.run in PPOTrainer._update_actor" in v.why
+
+
+def test_a_stopped_actor_whose_frames_say_nothing_is_judged_by_the_method_its_title_names():
+    """Seen on the real node: the actor stopped while fetching its batch from the TransferQueue (no rule's frames);
+    Ray's process title names the method it runs."""
+    capture = _running(REAL)
+    worker = _proc(capture, "ray::WorkerDict")
+    worker["state"], worker["cmdline"] = "T", "ray::WorkerDict.actor_rollout_update_actor"
+    for t in worker["threads"]:
+        t["frames"] = [_frame("AsyncTransferQueueClient.async_get_data", "transfer_queue/client.py")]
+    v = classify({"master-0": capture})
+    assert (v.kind, v.process) == ("update", f"{worker['pid']} ray::WorkerDict.actor_rollout_update_actor")
+    assert v.frames == ["actor_rollout_update_actor (Ray actor method, the process title:-)"]
+    assert v.why.startswith(f"process stopped: {worker['pid']} ray::WorkerDict.actor_rollout_update_actor in ")
+    worker["cmdline"] = "ray::WorkerDict.init_model"  # a method no rule names: the trainer loop decides
+    assert classify({"master-0": capture}).process.startswith("461 ray::TaskRunnerV1")
 
 
 def test_the_dataloader_workers_forked_from_the_driver_are_not_the_driver():

@@ -9,7 +9,8 @@ function or reward loop), `update` (log-prob, advantage and actor/critic update 
 How it decides, in order:
 
 1. A process that is stopped (state T) or in uninterruptible sleep (D) is a suspect: the evidence is its own
-   stacks first. Otherwise every process read counts.
+   stacks first, then the Ray actor method its process title names (Ray retitles a worker `ray::Class.method`
+   while the method runs, e.g. `ray::WorkerDict.actor_rollout_update_actor`). Otherwise every process read counts.
 2. A thread inside a collective (`torch/distributed/distributed_c10d.py`, Ray's collective library) means the
    wait is `collective`, whatever phase it is in: one rank is missing.
 3. Otherwise the driver, the process running verl's trainer loop (`PPOTrainer.fit` and friends), names the phase
@@ -54,6 +55,8 @@ RULES: tuple[tuple[str, str | None, str | None], ...] = (
 _COMPILED = tuple((cls, re.compile(fn) if fn else None, re.compile(path) if path else None) for cls, fn, path in RULES)
 DRIVER = re.compile(r"(^|\.)(fit|_step_once|step)$")
 DRIVER_FILE = re.compile(r"verl/trainer/")
+RAY_METHOD = re.compile(r"^ray::\w+\.(\w+)")
+ROLE_PREFIX = re.compile(r"^(actor_rollout_ref|actor_rollout|actor|critic|ref|rollout|reward)_")
 IDLE_FILES = re.compile(r"^(threading|queue|selectors|concurrent/futures/thread|multiprocessing/(connection|queues))"
                         r"\.py$|ray/_private/(worker|gc_collect_manager|workers/default_worker)\.py$")
 
@@ -94,6 +97,16 @@ def frame_class(frame: dict) -> str | None:
 
 def process_label(proc: dict) -> str:
     return f"{proc.get('pid')} {proc.get('cmdline') or proc.get('comm') or '?'}".strip()[:80]
+
+
+def title_class(proc: dict) -> tuple[str, str] | None:
+    """(class, method) of the Ray actor method a process's title names (`ray::WorkerDict.actor_rollout_update_actor`:
+    update), read as a verl worker method without its fused-role prefix; None when it names none that matches."""
+    m = RAY_METHOD.match(proc.get("cmdline") or "")
+    if not m:
+        return None
+    cls = frame_class({"name": ROLE_PREFIX.sub("", m.group(1)), "short_filename": "verl/workers/engine_workers.py"})
+    return (cls, m.group(1)) if cls else None
 
 
 def _threads(proc: dict) -> list[dict]:
@@ -160,6 +173,11 @@ def classify(pods: dict[str, dict]) -> Verdict:
         hit = _innermost(_ordered(proc))
         if hit:
             return verdict(hit[0], hit[1], proc, f"process {SUSPECT_STATES[proc['state']]}")
+    for proc in suspects:
+        titled = title_class(proc)
+        if titled:
+            title = {"name": titled[1], "short_filename": "Ray actor method, the process title", "line": "-"}
+            return verdict(titled[0], [title], proc, f"process {SUSPECT_STATES[proc['state']]}")
     if phase:
         return verdict(phase[0][0], phase[0][1], phase[1], "the trainer loop waits")
     # 4. any busy thread's innermost matching frame
