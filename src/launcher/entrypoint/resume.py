@@ -1,7 +1,7 @@
 """Resume decisions: on every start of a training pod, fresh, resume from global_step_N, or already finished.
 
 The run's checkpoint directory (`spec.checkpoint_path`, per job name and so per config hash) holds
-verl's own files and three of the launcher's:
+verl's own files and four of the launcher's:
 
 - verl (0.9.1 `_save_checkpoint`): `global_step_N/actor/{model,optim,extra_state}_world_size_W_rank_R.pt`
   for every rank R of the actor's FSDP world W (`utils/checkpoint/fsdp_checkpoint_manager.py`), then
