@@ -259,3 +259,45 @@ def test_the_spec_rules_for_health_stall_restart():
         with pytest.raises(BadInput) as e:
             load_spec(base, sets)
         assert field in str(e.value), str(e.value)
+
+
+def test_an_exec_that_cannot_run_is_recorded_in_the_incident_never_raised(tmp_path):
+    """Seen on KWOK fake pods (no container to exec in): the client's exec session reports a failure message where an
+    exit status belongs; the incident keeps it as that pod's error and the follow goes on."""
+    from kube_fakes import FakeKube, pod, pytorchjob
+
+    from launcher.cli.incident import capture_incident
+    from launcher.errors import ClusterError
+    from launcher.kube import jobs as J
+    from launcher.kube.client import finish
+    from launcher.run.dirs import RunDir
+    from launcher.run.watchdog import Finding
+
+    class FailedSession:
+        def is_open(self):
+            return False
+
+        def peek_stdout(self):
+            return False
+
+        peek_stderr = peek_stdout
+
+        @property
+        def returncode(self):
+            return int("Internal error occurred: no exec found for container")
+
+    with pytest.raises(ClusterError, match="exec failed: Internal error occurred: no exec found for container"):
+        finish(FailedSession(), 5)
+
+    class NoExec(FakeKube):
+        def run_in_pod(self, *a, **kw):
+            return finish(FailedSession(), 5)
+
+    kube = NoExec()
+    kube.put(pytorchjob("j-1"))
+    kube.put(pod("j-1-master-0", "j-1"))
+    ref = J.JobRef("pytorchjob", "j-1", kube.get(J.JOB_RESOURCES["pytorchjob"], "j-1"))
+    inc = capture_incident(kube, ref, RunDir(tmp_path / "j-1").ensure(), Finding("stall", "stall@3", 3, "m"),
+                           action="report")
+    assert inc["stack_errors"] == {"j-1-master-0": "exec failed: Internal error occurred: no exec found for container"}
+    assert inc["verdict"]["class"] == "unknown" and (tmp_path / "j-1" / "incidents" / inc["id"] / "incident.json").exists()

@@ -82,8 +82,8 @@ def capture_incident(kube, ref, run_dir, finding, *, action: str, restarts: int 
             continue
         try:
             captures[name] = capture_stacks(kube, name, container=container)
-        except ClusterError as exc:
-            errors[name] = str(exc)
+        except Exception as exc:  # noqa: BLE001 (an incident never ends the follow: the error is its evidence)
+            errors[name] = str(exc) if isinstance(exc, ClusterError) else f"{type(exc).__name__}: {exc}"
         logs[name] = _log_tail(kube, name, container)
     verdict = classify(captures)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(started))

@@ -590,4 +590,8 @@ def finish(session, timeout: float) -> tuple[str, str, int | None]:
             err.append(session.read_stderr())
     out.append(session.read_stdout() if session.peek_stdout() else "")
     err.append(session.read_stderr() if session.peek_stderr() else "")
-    return "".join(out), "".join(err), session.returncode
+    try:
+        code = session.returncode
+    except ValueError as exc:  # the error channel held a failure, not an exit status (e.g. no container to exec in)
+        raise ClusterError(f"exec failed: {str(exc).partition(': ')[2].strip(chr(39)) or exc}") from None
+    return "".join(out), "".join(err), code
