@@ -64,7 +64,7 @@ def capture_incident(kube, ref, run_dir, finding, *, action: str, restarts: int 
     from launcher.metrics import JSONL
     from launcher.run.hang import classify
     from launcher.run.incidents import last_step, write_incident
-    from launcher.cli.watchdog import _json_lines
+    from launcher.cli.watchdog import json_lines
 
     started = clock()
     try:
@@ -92,7 +92,7 @@ def capture_incident(kube, ref, run_dir, finding, *, action: str, restarts: int 
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "job": ref.name, "finding": finding.as_dict(), "verdict": verdict.as_dict(), "action": action,
         "restarts_before": restarts, "restart_budget": budget,
-        "last_step": last_step(_json_lines(run_dir.path / JSONL)),
+        "last_step": last_step(json_lines(run_dir.path / JSONL)),
         "pods": [_pod_state(p) for p in pods], "pods_error": pods_error,
         "nodes": [_node_state(kube, n) for n in sorted({(p.get("spec") or {}).get("nodeName") for p in pods} - {None})],
         "stack_errors": errors, "capture_s": round(clock() - started, 1),

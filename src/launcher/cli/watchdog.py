@@ -73,7 +73,7 @@ def check_flags(args: argparse.Namespace, spec) -> None:
         stall_policy(args, spec.health, spec.backend, [pytorchjob_restart_policy(spec)])
 
 
-def _json_lines(path) -> list:
+def json_lines(path) -> list:
     """The values of a JSON-lines file (unreadable lines skipped; [] when the file cannot be read)."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -90,7 +90,7 @@ def _json_lines(path) -> list:
 
 def load_findings(path) -> list[dict]:
     """The findings already in `findings.jsonl` (unreadable lines skipped)."""
-    return [obj for obj in _json_lines(path) if isinstance(obj, dict)]
+    return [obj for obj in json_lines(path) if isinstance(obj, dict)]
 
 
 def format_finding(f) -> str:
@@ -123,7 +123,7 @@ class WatchSession:
         self._capture = capture
         seen = [f.get("key") for f in load_findings(run_dir.findings)]
         self.dog = Watchdog(config, seen=[k for k in seen if k], health=health, attempt=self.restarts)
-        self._handle(self.dog.seed(_json_lines(run_dir.path / JSONL), self.clock()))
+        self._handle(self.dog.seed(json_lines(run_dir.path / JSONL), self.clock()))
 
     # follower callbacks -------------------------------------------------------------------------
 

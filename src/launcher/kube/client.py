@@ -324,11 +324,7 @@ class Kube:
     def run_in_pod(self, pod: str, argv: list[str], *, container: str | None = None,
                    timeout: float = 600) -> tuple[str, str, int | None]:
         """Run `argv` in the pod to its end (kubectl `exec`, no stdin): (stdout, stderr, exit code)."""
-        session = self.exec(pod, argv, container=container)
-        try:
-            return finish(session, timeout)
-        finally:
-            session.close()
+        return run_exec(self, pod, argv, container=container, timeout=timeout)
 
     def events_for(self, names: set[str]) -> list[dict]:
         """Events in the namespace whose involved object is one of `names`, oldest first."""
@@ -572,6 +568,16 @@ def _short_cause(exc: Exception) -> str:
     if ">: " in text:
         text = text.split(">: ", 1)[1]
     return text[:200]
+
+
+def run_exec(kube, pod: str, argv: list[str], *, container: str | None = None,
+             timeout: float = 600) -> tuple[str, str, int | None]:
+    """`Kube.run_in_pod` for anything with an `exec` like `Kube.exec` (the tests' stand-in pods offer only that)."""
+    session = kube.exec(pod, argv, container=container)
+    try:
+        return finish(session, timeout)
+    finally:
+        session.close()
 
 
 def finish(session, timeout: float) -> tuple[str, str, int | None]:

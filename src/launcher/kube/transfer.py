@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from launcher.errors import ClusterError
-from launcher.kube.client import finish
+from launcher.kube.client import finish, run_exec
 
 CHUNK = 1 << 20  # raw bytes per base64 line
 
@@ -165,11 +165,7 @@ def _send(kube, pod: str, f: LocalFile, dest: str, offset: int, *, container, on
 
 
 def _run(kube, pod: str, argv: list[str], *, container, timeout: float) -> str:
-    session = kube.exec(pod, argv, container=container)  # `exec` alone: what the tests' stand-in pod offers
-    try:
-        out, err, code = finish(session, timeout)
-    finally:
-        session.close()
+    out, err, code = run_exec(kube, pod, argv, container=container, timeout=timeout)
     if code != 0:
         raise ClusterError(f"{argv[0]} in pod {pod} exited {code}: {err.strip() or out.strip()}")
     return out
