@@ -503,6 +503,7 @@ def constants() -> dict:
         "cpuImageExample": C.CPU_IMAGE_EXAMPLE,
         "builtinPrefix": C.BUILTIN_PREFIX,
         "builtinModels": sorted(C.BUILTIN_MODELS),
+        "projectImageName": C.PROJECT_IMAGE_NAME,
         # verl.overrides: the keys the launcher sets (spec.verl.override_conflicts), typed ones in their order
         "verlTypedKeys": [[k, f] for k, f in V.TYPED_KEYS.items()],
         "verlOwnedKeys": list(V.OWNED_KEYS),

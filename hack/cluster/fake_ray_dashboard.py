@@ -13,6 +13,11 @@ Real pods: when the request's host resolves (through the real node's CoreDNS, GR
 address in the real node's pod range (GRPO_REAL_POD_CIDR), the Ray head is a real pod running a real
 dashboard, and the request is forwarded to it unchanged: those RayJobs succeed or fail for real. The host
 cannot resolve cluster names by itself (the operator runs outside the cluster), hence this hop.
+
+Canned statuses only for a head proven fake: one whose name resolves to addresses outside the real pod range
+(a KWOK pod), or any head while no real node is up (the DNS address is not on this host, so no real pod can
+exist). Once the real nodes are up, a lookup that fails or finds no address answers 503 with the reason and
+the operator retries: a real RayJob's state comes from its real Ray head or fails loudly, never invented.
 """
 import http.client
 import http.server
@@ -66,17 +71,36 @@ def resolve_a(name: str, server: str, timeout: float = 1.0) -> list[str]:
     return out
 
 
+class Unresolved(Exception):
+    """The head's name could not be resolved while real nodes are up: neither real nor provably fake."""
+
+
+def real_nodes_up() -> bool:
+    """True when the real nodes' DNS address is one of this host's (their bridge exists)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.bind((DNS.partition(":")[0], 0))
+        except OSError:
+            return False
+    return True
+
+
 def real_target(url: str) -> tuple[str, int] | None:
-    """(pod IP, port) when the URL's host is a real pod on the real node, else None (a KWOK fake)."""
+    """(pod IP, port) when the URL's host is a real pod on the real node, None when it is a KWOK fake; raises
+    Unresolved when that cannot be told (see the module docstring)."""
     if REAL_NET is None or not DNS:
         return None
     parts = urllib.parse.urlsplit(url)
     if not parts.hostname:
         return None
+    if not real_nodes_up():
+        return None
     try:
         ips = resolve_a(parts.hostname, DNS)
-    except OSError:
-        return None
+    except OSError as exc:
+        raise Unresolved(f"DNS {DNS} did not answer for {parts.hostname}: {exc}") from exc
+    if not ips:
+        raise Unresolved(f"{parts.hostname} has no address in the cluster's DNS ({DNS}) yet")
     for ip in ips:
         if ipaddress.ip_address(ip) in REAL_NET:
             return ip, parts.port or 80
@@ -86,7 +110,11 @@ def real_target(url: str) -> tuple[str, int] | None:
 class Handler(http.server.BaseHTTPRequestHandler):
     def _forward(self) -> bool:
         """Forward to a real dashboard if the target is a real pod; True when answered."""
-        target = real_target(self.path)
+        try:
+            target = real_target(self.path)
+        except Unresolved as exc:
+            self.send_error(503, f"not answering for a Ray head that may be real: {exc}")
+            return True
         if target is None:
             return False
         parts = urllib.parse.urlsplit(self.path)

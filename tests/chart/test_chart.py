@@ -246,10 +246,10 @@ def test_schema_refuses_bad_values(args, message):
         (["--set", "model.path=builtin:tiny-llama"],
          'values.model.path must be a known built-in model (builtin:tiny-qwen2), a hub id or a path inside the pod, '
          'got "builtin:tiny-llama"'),
-        (["--set", "model.path=builtin:tiny-qwen2"],
-         "values.model.path must be a model image ghcr.io/grpo-launcher/verl-grpo:0.1.0 carries (builtin:tiny-qwen2 "
-         "is in the CPU image, whose tag ends in -cpu, e.g. ghcr.io/grpo-launcher/verl-grpo:0.1.0-cpu), a hub id or "
-         'a path inside the pod, got "builtin:tiny-qwen2"'),
+        (["--set", "model.path=builtin:tiny-qwen2", "--set", "image=nvcr.io/nvidia/pytorch:25.01-py3"],
+         "values.model.path must be a model image nvcr.io/nvidia/pytorch:25.01-py3 carries (builtin:tiny-qwen2 is in "
+         "the project's images, named verl-grpo in any registry, and in CPU images, whose tag ends in -cpu, e.g. "
+         'ghcr.io/grpo-launcher/verl-grpo:0.1.0-cpu), a hub id or a path inside the pod, got "builtin:tiny-qwen2"'),
         (["--set", "model.path=builtin:tiny-qwen2", "--set", "image=ghcr.io/grpo-launcher/verl-grpo:0.1.0-cpu",
           "--set", "model.local_dir=/models/x"],
          'values.model.local_dir must be null with a built-in model (builtin:tiny-qwen2 is already in the image), '
@@ -385,12 +385,13 @@ CPU_OK = {"resources.gpus_per_node": 0, "image": CPU_IMAGE, "actor.strategy": "f
     ({**CPU_OK, "actor.strategy": "fsdp", "actor.use_remove_padding": True, "rollout.tensor_parallel_size": 2},
      {"actor.strategy", "actor.use_remove_padding", "rollout.tensor_parallel_size"}),
     ({"resources.gpus_per_node": 0, "workload": "smoke"}, set()),  # smoke: any image, any strategy
-    ({"model.path": "builtin:tiny-qwen2"}, {"model.path"}),  # not in the GPU image
+    ({"model.path": "builtin:tiny-qwen2"}, set()),  # the GPU image carries it too
+    ({"model.path": "builtin:tiny-qwen2", "image": "nvcr.io/nvidia/pytorch:25.01-py3"}, {"model.path"}),  # not ours
     ({"model.path": "builtin:other", "image": CPU_IMAGE}, {"model.path"}),
     ({"model.path": "builtin:tiny-qwen2", "image": CPU_IMAGE, "model.local_dir": "/m"}, {"model.local_dir"}),
     ({"model.path": "builtin:tiny-qwen2", "image": CPU_IMAGE}, set()),  # GPU pods, CPU image: the rules allow it
 ], ids=["cpu-ok", "cpu-builtin-rayjob-2", "gpu-image", "port-no-tag", "digest", "cpu-settings", "smoke",
-        "builtin-gpu-image", "builtin-unknown", "builtin-local-dir", "builtin-cpu-image-gpus"])
+        "builtin-gpu-image", "builtin-other-image", "builtin-unknown", "builtin-local-dir", "builtin-cpu-image-gpus"])
 def test_chart_cpu_training_rules_agree_with_check_rules(sets, fields):
     """CPU training and built-in models (spec._cpu_training_problems, _model_problems): the chart refuses the
     launcher's fields, and accepts what it accepts."""

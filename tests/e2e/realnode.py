@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -87,3 +88,14 @@ def running(name: str = "pytorch"):
         return any(st["name"] == name and "running" in (st.get("state") or {})
                    for st in pod.get("status", {}).get("containerStatuses") or [])
     return pred
+
+
+def bridge_address(dev: str = "grpo0") -> str:
+    """The host's address on the first real node's bridge (10.244.0.1): a server bound there is reachable from pods on
+    either node (a pod reaches the host only at a bridge gateway, and the host delivers a packet for any of its own
+    addresses), where loopback is not."""
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", dev], capture_output=True, text=True,
+                         check=True).stdout
+    m = re.search(r"inet (\d+\.\d+\.\d+\.\d+)/", out)
+    assert m, f"no IPv4 address on {dev}: {out!r} (is the real node up? hack/cluster/node.sh)"
+    return m.group(1)

@@ -126,31 +126,31 @@ def test_list_all_namespaces(kube_cluster, namespace, tmp_path):
 
 
 def test_wait_timeout_124_and_logs_follow_into_head_ends_at_once(kube_cluster, namespace, tmp_path):
-    ns, runs, steps, delay = namespace, tmp_path / "runs", 4, "90s"
+    # the pod runs 10 minutes: neither verb can end because the job did; each must end on its own account
+    ns, runs, steps, delay = namespace, tmp_path / "runs", 4, "600s"
     job = job_name(ns, steps, delay)
     lines = verl_lines(steps)
     served = serve_run(kube_cluster, ns, f"{job}-master-0", lines, initial=5)
     rc, out, err = run_launcher(submit_args(ns, steps, delay), kube_cluster, runs)
     assert rc == 0, err
-    t0 = time.monotonic()
     rc, out, err = run_launcher(["wait", job, "-n", ns, "--timeout", "3", "-o", "json"], kube_cluster, runs)
     assert rc == 124, err
-    assert time.monotonic() - t0 < 60
     w = json.loads(out)
     assert w["result"] == "timeout" and w["exitCode"] == 124 and not w["state"]["finished"]
     assert "timed out after 3s" in err
 
     live = served.start(interval=0.2)  # lines keep coming: the writes after head left hit the closed pipe
     try:
-        t0 = time.monotonic()
+        # the subprocess timeout only turns a hang into a failure; the job's 600 s are the real bound
         p = subprocess.run(["bash", "-c", f"set -o pipefail; {PY} -m launcher logs -f {job} -n {ns} | head -n 1"],
-                           capture_output=True, text=True, env=env_for(kube_cluster, runs), timeout=80)
-        took = time.monotonic() - t0
+                           capture_output=True, text=True, env=env_for(kube_cluster, runs), timeout=300)
+        # ended because its reader left, not because the job did: the job is still running now
+        rc, out, err = run_launcher(["wait", job, "-n", ns, "--timeout", "1", "-o", "json"], kube_cluster, runs)
     finally:
         live.stop()
     assert p.returncode == 141, p.stderr
     assert p.stdout.startswith("[master-0] ") and p.stdout.count("\n") == 1
     assert "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr, p.stderr
-    assert took < 60, f"logs -f went on after its reader left ({took:.0f}s; the job runs 90 s)"
+    assert rc == 124 and not json.loads(out)["state"]["finished"], (rc, out, err)
     # what was read was saved, from the first line on
     assert raw_lines(runs / job / "logs" / f"{job}-master-0.log")[:5] == lines[:5]

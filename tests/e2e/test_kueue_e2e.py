@@ -127,6 +127,8 @@ def test_high_priority_preempts_low_priority_and_both_finish(kube_cluster, queue
     kq.priority_classes(info)
     low = _submit(info, ns, runs, 3, "40s", "scheduling.priority_class=grpo-e2e-low")
     ks.wait_for(lambda: _status(info, ns, runs, low)["state"]["phase"] == "Running", timeout=60, what="low running")
+    follows = tmp_path / "follow-runs"  # `logs --follow` of the low run, from before its pre-emption to its end
+    follower = launcher(["logs", low, "-n", ns, "--follow"], info, follows)
     high = _submit(info, ns, runs, 4, "10s", "scheduling.priority_class=grpo-e2e-high", f"backend={backend}")
 
     # the low one is pre-empted (suspended, its pods gone) and says why; the high one runs
@@ -145,6 +147,12 @@ def test_high_priority_preempts_low_priority_and_both_finish(kube_cluster, queue
     wl = kq.workload(info, ns, _uid(info, ns, "pytorchjobs", low))
     assert kq.condition(wl, "Finished").get("status") == "True"
     assert kq.condition(wl, "Requeued") or kq.condition(wl, "Preempted"), wl["status"]["conditions"]
+    # the follower waited through the pre-emption (README: `--follow` waits through it), said why, and followed the
+    # readmitted run to its end (KWOK pods print no steps here: the run's end is what it can show)
+    out, err = follower.communicate(timeout=120)
+    assert follower.returncode == 0, out + err
+    assert "queued: Preempted" in err and f"{low}: Succeeded" in err, err
+    assert err.index("queued: Preempted") < err.index(f"{low}: Succeeded"), err
 
 
 def test_doctor_follows_the_local_queue_to_its_cluster_queue(kube_cluster, queue_ns, tmp_path):

@@ -3,7 +3,13 @@ Services resolving to pod IPs, pod-to-pod traffic across the two nodes, and a he
 A busybox image (Debian's busybox-static, imported by up.sh) keeps this test independent of the launcher's image."""
 from __future__ import annotations
 
+import http.client
 import json
+import os
+import socket
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -64,3 +70,36 @@ def test_dns_services_and_pod_routing_across_real_nodes(kube_cluster, namespace)
     assert out["X"] == "nxdomain", out
     client_ip = json.loads(info.kubectl("-n", ns, "get", "pod", "client", "-o", "json").stdout)["status"]["podIP"]
     assert client_ip.startswith("10.244.0."), client_ip
+
+
+def test_the_ray_dashboard_stand_in_answers_only_for_heads_it_can_prove_fake(kube_cluster, tmp_path):
+    """hack/cluster/fake_ray_dashboard.py, as up.sh runs it (the real nodes' CoreDNS and pod range), asked as the
+    KubeRay operator asks it (an absolute-URI proxy request): a name that resolves outside the real pod range (a
+    KWOK pod, here the API server's Service) gets canned statuses; a name the cluster's DNS does not know gets 503
+    with the reason, never an invented status, since it may be a real head that is not resolvable yet."""
+    rn.ensure_real_node(kube_cluster, image=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "GRPO_REAL_POD_CIDR": "10.244.0.0/16", "GRPO_NODE_DNS": f"{rn.bridge_address()}:53"}
+    proc = subprocess.Popen([sys.executable, str(ks.HACK_CLUSTER / "fake_ray_dashboard.py"), str(port), "0"],
+                            env=env, stderr=subprocess.DEVNULL)
+    try:
+        def get(host: str) -> tuple[int, str]:
+            for _ in range(100):  # until the stand-in listens
+                try:
+                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                    conn.request("GET", f"http://{host}:8265/api/jobs/rayjob-x")
+                    break
+                except ConnectionRefusedError:
+                    time.sleep(0.1)
+            resp = conn.getresponse()
+            return resp.status, resp.read().decode(errors="replace")
+
+        status, body = get("kubernetes.default.svc.cluster.local")  # 10.96.0.1: not a real pod
+        assert status == 200 and json.loads(body)["status"] == "SUCCEEDED", body
+        status, body = get("no-such-head-svc.default.svc.cluster.local")
+        assert status == 503 and "no-such-head-svc.default.svc.cluster.local has no address" in body, (status, body)
+    finally:
+        proc.kill()
+        proc.wait()

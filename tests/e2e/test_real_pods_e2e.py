@@ -83,15 +83,18 @@ def test_smoke_job_runs_to_completion_in_real_pods(real_node, namespace, tmp_pat
     assert [x["step"] for x in r] == list(range(1, spec.smoke.steps + 1)), r
     assert all(x["smoke/world_size"] == nodes and x["smoke/allreduce_ms"] > 0 for x in r), r
     # every pod of the run ran on a real node; the GPU-role pods of a 2-node run on distinct nodes
-    # (a finished RayJob's cluster is deleted with its pods: shutdownAfterJobFinishes)
-    pods = rn.pods(info, ns)
     if backend == "rayjob":
-        pods = []
-    placed = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in pods}
-    assert backend == "rayjob" or placed, placed
-    assert set(placed.values()) <= set(rn.NODES), placed
-    spread = [p["spec"]["nodeName"] for p in pods if p["metadata"]["labels"].get("grpo.launcher.io/role") == "gpu"]
-    assert backend == "rayjob" or (len(spread) == nodes and len(set(spread)) == nodes), placed
+        # a finished RayJob's cluster is deleted with its pods (shutdownAfterJobFinishes): where they ran is what
+        # the follower recorded when each started (pods.json); KubeRay names a worker <cluster>-gpu-worker-<id>
+        placed = {name: p["node"] for name, p in json.loads((run / "pods.json").read_text())["pods"].items()}
+        spread = [node for name, node in placed.items() if "-gpu-worker-" in name]
+        assert [name for name in placed if "-head-" in name], placed  # the Ray head was followed too
+    else:
+        pods = rn.pods(info, ns)
+        placed = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in pods}
+        spread = [p["spec"]["nodeName"] for p in pods if p["metadata"]["labels"].get("grpo.launcher.io/role") == "gpu"]
+    assert placed and set(placed.values()) <= set(rn.NODES), placed
+    assert len(spread) == nodes and len(set(spread)) == nodes, placed
     rc, out, err = run_launcher(["report", str(run)], info, runs)
     assert rc == 0 and (run / "report.md").is_file(), err
 

@@ -4,7 +4,8 @@ verl 0.9.1's own trainer runs in the CPU image (vLLM's CPU build, the project's 
 Qwen2): rollout, reward, GRPO advantages, the FSDP2 update and the weight sync, on PyTorchJob (1 and 2 nodes) and
 TrainJob (2 nodes). The launcher's
 `metrics.jsonl` (parsed from the pods' console lines) is checked against verl's own file logger, read from the run's
-volume (a hostPath PersistentVolume, so it outlives the pods): every step, every key, same values.
+volume (a hostPath PersistentVolume, so it outlives the pods): every step, every key, same values. The 25-step
+run's checkpoint is then evaluated with `launcher eval` (base and trained, verl's merger and validation).
 """
 from __future__ import annotations
 
@@ -181,3 +182,46 @@ def test_grpo_exp3_cpu_trains_for_real(real_node, namespace, run_volume, tmp_pat
         assert report["trend"]["direction"] == "rising", report["trend"]
         assert "**Score trend: rising**" in md
         assert sum(scores[-5:]) > sum(scores[:5]), scores
+        # ...and `launcher eval` of its real checkpoint (issue 29): one run of training serves both checks
+        eval_of_the_real_checkpoint(info, ns, runs, sets, spec, run_volume, steps)
+
+
+VAL_ROWS = 12  # the CPU image's GSM8K fixture: 24 train + 12 test rows
+
+
+def eval_of_the_real_checkpoint(info, ns, runs, sets, spec, volume, step) -> None:
+    """`launcher eval --baseline --checkpoint latest` of the run's real FSDP2 checkpoint (saved at its last step):
+    verl's own model merger writes the Hugging Face model, then verl's validation (vLLM on CPU) runs for the base and
+    the trained model; eval.json and the report's evaluation section show both, with the interval of their
+    difference. The tiny random model answers no GSM8K question, so both are expected near 0: the mechanism is
+    judged (a real merge, a validation dump of every question for each model, the paired interval), not a gain."""
+    from launcher.cli.commands.eval import models_key
+    from launcher.spec.names import eval_job_name
+
+    actor = [d for d in volume.glob(f"checkpoints/**/global_step_{step}/actor") if d.is_dir()]
+    assert len(actor) == 1, sorted(str(p) for p in volume.rglob("global_step_*"))
+    rc, out, err = run_launcher(["eval", CONFIG, "-n", ns, "--baseline", "--checkpoint", "latest", "--follow",
+                                 *[a for s in sets for a in ("--set", s)]], info, runs, timeout=1800)
+    run = runs / eval_job_name(spec, models_key(True, "latest"))
+    logs = "\n".join(p.read_text(errors="replace") for p in sorted((run / "logs").glob("*.log")))
+    assert rc == 0, f"{err[-3000:]}\n{logs[-4000:]}"
+    merged = actor[0] / "hf_merged"  # verl's merger's output, complete (config and weights), nothing half-written
+    assert (merged / "config.json").is_file() and list(merged.glob("*.safetensors")), sorted(merged.iterdir())
+    assert not list(actor[0].glob("hf_merged.partial-*"))
+
+    doc = json.loads((run / "eval.json").read_text())
+    assert doc["checkpoint"]["step"] == step, doc["checkpoint"]
+    for label in ("base", "checkpoint"):
+        strict = doc[label]["questions"]["strict"]
+        assert len(strict) == VAL_ROWS and all(0.0 <= float(x) <= 1.0 for x in strict), (label, strict)
+
+    rc, out, err = run_launcher(["report", str(run), "--no-plots"], info, runs, timeout=300)
+    assert rc == 0, err
+    md = (run / "report.md").read_text()
+    assert "## GSM8K evaluation: base vs trained" in md and f"paired bootstrap over {VAL_ROWS} questions" in md, md
+    section = json.loads((run / "report.json").read_text())["sections"]["evaluation"]
+    assert set(section["models"]) == {"base", "checkpoint"}, section
+    assert all(m["accuracy"] is not None and m["status"] == 0 for m in section["models"].values()), section
+    assert section["models"]["checkpoint"]["step"] == step
+    diff = section["difference"]
+    assert "paired bootstrap" in diff["method"] and diff["ci"][0] <= diff["estimate"] <= diff["ci"][1], diff

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import uuid
 
 import pytest
@@ -21,14 +20,6 @@ from launcher_helpers import run_launcher
 from mlflow_server import mlflow_server
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode]
-
-
-def bridge_address(dev: str = "grpo0") -> str:
-    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", dev], capture_output=True, text=True,
-                         check=True).stdout
-    m = re.search(r"inet (\d+\.\d+\.\d+\.\d+)/", out)
-    assert m, f"no IPv4 address on {dev}: {out!r} (is the real node up? hack/cluster/node.sh)"
-    return m.group(1)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +36,7 @@ def test_smoke_run_logs_its_steps_to_mlflow_from_inside_the_pod(real_node, names
     from launcher.export.mlflow_export import mlflow_key
 
     info, ns, runs = real_node, namespace, tmp_path / "runs"
-    with mlflow_server(tmp_path / "mlflow", host=bridge_address()) as uri:
+    with mlflow_server(tmp_path / "mlflow", host=rn.bridge_address()) as uri:
         experiment = f"real-node-{uuid.uuid4().hex[:8]}"
         sets = [f"backend={backend}", "tracking.mlflow.enabled=true", f"tracking.mlflow.tracking_uri={uri}",
                 f"tracking.mlflow.experiment={experiment}"]

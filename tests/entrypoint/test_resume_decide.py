@@ -131,17 +131,46 @@ def test_rerun_of_a_finished_run_and_the_other_modes(tmp_path):
     assert RS.decide(off).action == "fresh"
 
 
-def test_overrides_for_each_decision(tmp_path):
+def test_verl_gets_the_specs_resume_mode_on_every_attempt(tmp_path):
+    """The same two keys whatever the decision: verl's trackers log them as run parameters on every start, and
+    MLflow refuses a parameter that changes within a run (a resumed attempt would log nothing)."""
     spec = _spec(tmp_path)
-    fresh = dict(o.split("=", 1) for o in verl_overrides(spec))
-    assert fresh["trainer.resume_mode"] == "disable" and "trainer.resume_from_path" not in fresh
-    path = f"{spec.checkpoint_path}/global_step_10"
-    res = dict(o.split("=", 1) for o in verl_overrides(spec, resume_from=path))
-    assert res["trainer.resume_mode"] == "resume_path" and res["trainer.resume_from_path"] == path
+    auto = dict(o.split("=", 1) for o in verl_overrides(spec))
+    assert auto["trainer.resume_mode"] == "auto" and "trainer.resume_from_path" not in auto
     off = _spec(tmp_path, "trainer.resume_mode=disable")
-    assert dict(o.split("=", 1) for o in verl_overrides(off, resume_from=path))["trainer.resume_mode"] == "disable"
-    # verl's own unchecked `auto` is never passed on
-    assert not any(o == "trainer.resume_mode=auto" for o in verl_overrides(spec))
+    assert dict(o.split("=", 1) for o in verl_overrides(off))["trainer.resume_mode"] == "disable"
+    path = f"{spec.checkpoint_path}/global_step_10"
+    given = dict(o.split("=", 1) for o in verl_overrides(
+        _spec(tmp_path, "trainer.resume_mode=resume_path", f"trainer.resume_from_path={path}")))
+    assert given["trainer.resume_mode"] == "resume_path" and given["trainer.resume_from_path"] == path
+
+
+def test_the_tracker_names_the_decision_for_verls_auto(tmp_path):
+    """verl's `auto` reads its tracker file; a start makes it name the checkpoint the launcher chose (the newest
+    complete one), and sets it aside when the start is fresh. A tracker that already agrees is not rewritten."""
+    spec = _spec(tmp_path)
+    ckpt = Path(spec.checkpoint_path)
+    lay_out(ckpt, 5)
+    lay_out(ckpt, 10, drop=("data.pt",))  # the newest save is incomplete; the tracker names it
+    said = []
+    d = RS.begin(spec, {}, log=said.append)
+    assert (d.action, d.step) == ("resume", 5)
+    assert RS.read_tracker(ckpt) == 5 and "latest_checkpointed_iteration.txt: 10 -> 5" in "\n".join(said)
+    before = (ckpt / RS.TRACKER).stat().st_mtime_ns
+    said.clear()
+    d = RS.begin(spec, {}, log=said.append)  # agrees now: left alone
+    assert (d.action, d.step) == ("resume", 5) and (ckpt / RS.TRACKER).stat().st_mtime_ns == before
+    assert not [m for m in said if RS.TRACKER in m]
+
+    (ckpt / "global_step_5" / "data.pt").unlink()  # nothing complete left: fresh, and verl must not resume
+    d = RS.begin(spec, {}, log=said.append)
+    assert d.action == "fresh" and RS.read_tracker(ckpt) is None
+    assert (ckpt / f"{RS.TRACKER}.skipped-attempt-3").read_text() == "5"
+
+    off = _spec(tmp_path, "trainer.resume_mode=disable", "rollout.n=4")  # another run; disable touches nothing
+    lay_out(Path(off.checkpoint_path), 5)
+    RS.begin(off, {}, log=said.append)
+    assert RS.read_tracker(Path(off.checkpoint_path)) == 5
 
 
 def _entrypoint(spec, tmp_path, capfd, **env):

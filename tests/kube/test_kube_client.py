@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 
 import pytest
 
@@ -123,10 +122,10 @@ def test_server_that_never_answers_times_out(tmp_path):
     try:
         kube = Kube(Kube.connect(str(kubeconfig_for(tmp_path / "kc", f"http://127.0.0.1:{srv.getsockname()[1]}"))).api,
                     "default", timeout=(1.0, 1.0))
-        t0 = time.monotonic()
+        # the server never answers: only the client's own read timeout can end the call (the test's pytest-timeout
+        # mark bounds a hang; no wall-clock figure here, a busy machine must not fail it)
         with pytest.raises(ClusterTimeout, match="did not answer in time"):
             kube.get(PYTORCHJOB, "x")
-        assert time.monotonic() - t0 < 8
     finally:
         stop.set()
         srv.close()

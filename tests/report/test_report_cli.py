@@ -101,7 +101,7 @@ def test_a_builtin_model_says_what_it_is_in_the_config_table(tmp_path, capsys):
     run = make_run_dir(tmp_path / "cpu", spec=spec)
     assert main(["report", str(run)]) == 0
     md = (run / "report.md").read_text()
-    assert ("| `model.path` | `builtin:tiny-qwen2` (tiny random Qwen2, 357,632 parameters, in the CPU image; test "
+    assert ("| `model.path` | `builtin:tiny-qwen2` (tiny random Qwen2, 357,632 parameters, in the project's images; test "
             "model, not Qwen2.5) |") in md
     run = make_run_dir(tmp_path / "gpu")  # a hub model is shown as it is
     assert main(["report", str(run)]) == 0

@@ -270,9 +270,10 @@ def test_training_saves_at_the_last_step_and_never_resumes_silently():
     assert spec.trainer.save_freq is None and ov["trainer.save_freq"] == str(spec.trainer.total_training_steps)
     # The trap (notes/verl.md §0.4): verl's own resume_mode=auto reads latest_checkpointed_iteration.txt
     # unchecked, so a second 25-step run of the same experiment would resume at step 25 and train nothing.
-    # The launcher's `auto` is decided by the entrypoint (entrypoint.resume); verl is given `disable` (fresh) or
-    # `resume_path` with a checked directory, never its own `auto`.
-    assert spec.trainer.resume_mode == "auto" and ov["trainer.resume_mode"] == "disable"
+    # verl gets the spec's `auto` (the same on every attempt, for its trackers' parameters), but the entrypoint
+    # decides first (entrypoint.resume): a finished run stops before verl, and verl's tracker is made to name the
+    # checked checkpoint, or set aside (tests/entrypoint/test_resume_decide.py).
+    assert spec.trainer.resume_mode == "auto" and ov["trainer.resume_mode"] == "auto"
     assert load_spec(EXP3, ["trainer.save_freq=5"]).trainer.effective_save_freq == 5
     # Per-run directory (job name with its config hash): two configs never share checkpoints.
     assert spec.checkpoint_path == f"/workspace/checkpoints/verl_grpo_gsm8k/{spec.job_name}"

@@ -73,7 +73,7 @@ EXP3_GPU_LIST = [
     "trainer.val_before_train=False",
     "trainer.test_freq=-1",
     "trainer.save_freq=25",
-    "trainer.resume_mode=disable",
+    "trainer.resume_mode=auto",  # the spec's; the entrypoint points verl's tracker at its decision
 ]
 # What verl needs on CPU and nothing else: the CPU-only items of docker/verl-cpu/README.md §2.
 CPU_ONLY = {
@@ -156,7 +156,7 @@ def test_validate_describes_the_builtin_model(capsys):
 
     assert main(["validate", str(EXP3_CPU), "--show-overrides"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].endswith(", model builtin:tiny-qwen2 (tiny random Qwen2, 357,632 parameters, in the CPU image; "
+    assert out[0].endswith(", model builtin:tiny-qwen2 (tiny random Qwen2, 357,632 parameters, in the project's images; "
                            "test model, not Qwen2.5)")
     assert out[1] == "reward.function: compute_score from pkg://grpo_verl_cpu.reward (a module in the image)"
     assert out[2].startswith("health: stall → incident, report; no_signal (advantages all 0, 5 steps) → warn; ")
@@ -201,11 +201,14 @@ def test_each_cpu_refusal_names_field_expected_and_given(sets, line):
     assert _problems(EXP3_CPU, sets) == [line]
 
 
-def test_a_gpu_image_cannot_hold_a_builtin_model():
-    assert _problems(EXP3, ["model.path=builtin:tiny-qwen2"]) == [
-        "model.path: expected a model image ghcr.io/grpo-launcher/verl-grpo:0.1.0 carries (builtin:tiny-qwen2 is in "
-        "the CPU image, whose tag ends in -cpu, e.g. ghcr.io/grpo-launcher/verl-grpo:0.1.0-cpu), a hub id or a path "
-        "inside the pod, got 'builtin:tiny-qwen2'"]
+def test_only_the_projects_images_hold_a_builtin_model():
+    # the project's GPU image carries it too (docker/Dockerfile), under any registry a user mirrors it to
+    for image in ("ghcr.io/grpo-launcher/verl-grpo:0.1.0", "123456789.dkr.ecr.us-east-1.amazonaws.com/verl-grpo:0.1.0"):
+        assert load_spec(EXP3, ["model.path=builtin:tiny-qwen2", f"image={image}"]).model.path == "builtin:tiny-qwen2"
+    assert _problems(EXP3, ["model.path=builtin:tiny-qwen2", "image=nvcr.io/nvidia/pytorch:25.01-py3"]) == [
+        "model.path: expected a model image nvcr.io/nvidia/pytorch:25.01-py3 carries (builtin:tiny-qwen2 is in the "
+        "project's images, named verl-grpo in any registry, and in CPU images, whose tag ends in -cpu, e.g. "
+        "ghcr.io/grpo-launcher/verl-grpo:0.1.0-cpu), a hub id or a path inside the pod, got 'builtin:tiny-qwen2'"]
 
 
 def test_exp3_on_cpu_pods_names_every_setting_at_once():
@@ -257,10 +260,10 @@ def test_builtin_model_resolution():
     assert C.builtin_name("builtin:tiny-qwen2") == "tiny-qwen2" and C.builtin_name("Qwen/Qwen2.5-3B") is None
     tiny = C.builtin_model("builtin:tiny-qwen2")
     assert tiny == C.BuiltinModel("/opt/grpo-launcher/models/tiny-qwen2",
-                                  "tiny random Qwen2, 357,632 parameters, in the CPU image; test model, not Qwen2.5")
+                                  "tiny random Qwen2, 357,632 parameters, in the project's images; test model, not Qwen2.5")
     assert C.builtin_model("builtin:other") is None and C.builtin_model("/opt/grpo-launcher/models/tiny-qwen2") is None
     assert C.describe_model("builtin:tiny-qwen2") == ("builtin:tiny-qwen2 (tiny random Qwen2, 357,632 parameters, in "
-                                                      "the CPU image; test model, not Qwen2.5)")
+                                                      "the project's images; test model, not Qwen2.5)")
     assert C.describe_model("Qwen/Qwen2.5-3B-Instruct") == "Qwen/Qwen2.5-3B-Instruct"
     # the size the description states is the one the model's builder documents for seed 0
     assert "357,632 parameters with" in (REPO / "docker/verl-cpu/grpo_verl_cpu/tiny_model.py").read_text()
@@ -319,8 +322,10 @@ def test_cpu_list_is_the_list_that_trained_on_the_host():
     per_run = {"data.train_files", "data.val_files", "actor_rollout_ref.model.path", "trainer.experiment_name",
                "trainer.default_local_dir"}
     differ = {k for k in theirs if k not in per_run and mine[k] != theirs[k]}
-    # only spelling: lr 0.003 / 3e-3, and Hydra quoting of the pkg:// path (both compose to the same value)
-    assert differ == {"actor_rollout_ref.actor.optim.lr", "reward.custom_reward_function.path"}
+    # only spelling: lr 0.003 / 3e-3, and Hydra quoting of the pkg:// path (both compose to the same value); and the
+    # resume mode: the host run had none to make, a pod gets the spec's auto (entrypoint.resume.align_tracker)
+    assert differ == {"actor_rollout_ref.actor.optim.lr", "reward.custom_reward_function.path", "trainer.resume_mode"}
+    assert (mine["trainer.resume_mode"], theirs["trainer.resume_mode"]) == ("auto", "disable")
     assert float(mine["actor_rollout_ref.actor.optim.lr"]) == float(theirs["actor_rollout_ref.actor.optim.lr"])
     assert mine["reward.custom_reward_function.path"].strip("'") == theirs["reward.custom_reward_function.path"]
     assert mine["ray_kwargs.ray_init.num_cpus"] == theirs["ray_kwargs.ray_init.num_cpus"] == "16"

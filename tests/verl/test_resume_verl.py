@@ -84,7 +84,12 @@ def test_fresh_run(tmp_path, capsys):
     assert code == 0
     assert _decision(out) == "attempt 1: starting fresh (no checkpoint yet); steps lost: 0"
     cfg = _composed(_verl_command(out))
-    assert cfg.trainer.resume_mode == "disable" and cfg.trainer.default_local_dir == spec.checkpoint_path
+    assert cfg.trainer.resume_mode == "auto" and cfg.trainer.default_local_dir == spec.checkpoint_path
+
+
+def _started(tmp_path, saved, **kw):
+    """A real start (verl replaced by a stand-in that exits 0): the decision is applied to the volume."""
+    return _run(tmp_path, saved, dry=False, LAUNCHER_CHILD_CMD=f"{sys.executable} -c pass", **kw)
 
 
 def test_restart_with_a_complete_checkpoint_resumes_from_it(tmp_path, capsys, saved):
@@ -94,25 +99,24 @@ def test_restart_with_a_complete_checkpoint_resumes_from_it(tmp_path, capsys, sa
     out = capsys.readouterr().out
     ckpt = Path(spec.checkpoint_path)
     assert code == 0 and RS.missing_files(ckpt / "global_step_4", 2) == []  # verl's own files, all of them
-    assert find_latest_ckpt_path(str(ckpt)) == str(ckpt / "global_step_4")  # verl's reading of its tracker agrees
     assert _decision(out).startswith("attempt 1: resuming from global_step_4;")
+    # verl gets its own auto, the same on every attempt; its reading of its tracker is the decision
     cfg = _composed(_verl_command(out))
-    assert cfg.trainer.resume_mode == "resume_path"
-    assert cfg.trainer.resume_from_path == str(ckpt / "global_step_4")
-    # what verl's trainer does with it (trainer_base._load_checkpoint): the step from the directory name
-    assert int(cfg.trainer.resume_from_path.split("global_step_")[-1]) == 4
+    assert cfg.trainer.resume_mode == "auto" and cfg.trainer.resume_from_path is None
+    assert find_latest_ckpt_path(str(ckpt)) == str(ckpt / "global_step_4")
 
 
-def test_newest_checkpoint_missing_a_ranks_shard_falls_back_to_the_previous(tmp_path, capsys, saved):
-    spec, code = _run(tmp_path, saved, drop="global_step_4/actor/model_world_size_2_rank_1.pt")
-    out = capsys.readouterr().out
+def test_newest_checkpoint_missing_a_ranks_shard_falls_back_to_the_previous(tmp_path, capfd, saved):
+    from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
+
+    spec, code = _started(tmp_path, saved, drop="global_step_4/actor/model_world_size_2_rank_1.pt")
+    err = capfd.readouterr().err
+    ckpt = Path(spec.checkpoint_path)
     assert code == 0
-    line = _decision(out)
-    assert line.startswith("attempt 1: resuming from global_step_2 (global_step_4 skipped: incomplete for world "
-                           "size 2, missing actor/model_world_size_2_rank_1.pt)")
-    cfg = _composed(_verl_command(out))
-    assert cfg.trainer.resume_mode == "resume_path"
-    assert cfg.trainer.resume_from_path == str(Path(spec.checkpoint_path) / "global_step_2")
+    assert "attempt 1: resuming from global_step_2 (global_step_4 skipped: incomplete for world size 2, missing " \
+           "actor/model_world_size_2_rank_1.pt)" in err
+    # verl's auto, reading its tracker as its trainer does (`_load_checkpoint`), now resumes from global_step_2
+    assert find_latest_ckpt_path(str(ckpt)) == str(ckpt / "global_step_2")
 
 
 def test_rerun_of_a_finished_run_trains_nothing(tmp_path, capfd, saved):

@@ -73,7 +73,7 @@ def test_train_overrides_compose_and_validate(name):
     assert actor.ppo_mini_batch_size == 8 and actor.ppo_micro_batch_size_per_gpu == 2
     assert (cfg.trainer.n_gpus_per_node, cfg.trainer.nnodes) == (2, 1)
     assert cfg.trainer.total_training_steps == 25 and cfg.trainer.save_freq == 25
-    assert cfg.trainer.resume_mode == "disable" and cfg.trainer.test_freq == -1  # a fresh start (entrypoint.resume)
+    assert cfg.trainer.resume_mode == "auto" and cfg.trainer.test_freq == -1  # the spec's (entrypoint.resume)
     assert cfg.trainer.val_before_train is False and cfg.trainer.val_only is False
     assert list(cfg.trainer.logger) == ["console", "file"]
     assert cfg.data.train_files == spec.data.train_path and cfg.data.val_files == spec.data.val_path

@@ -50,15 +50,16 @@ namespace with objects in another confuses `helm list`/`helm uninstall`/`helm te
 {{- $errs = append $errs (printf "values.rollout.tensor_parallel_size must be 1 on CPU-only pods (resources.gpus_per_node 0: one vLLM CPU engine per pod), got %d" $tp) -}}
 {{- end -}}
 {{- end -}}
-{{- /* spec.rules._model_problems: a builtin: model is one the contract knows, in the CPU image, without local_dir */ -}}
+{{- /* spec.rules._model_problems: a builtin: model is one the contract knows, in the project's images (named
+projectImageName, any registry) or a CPU image, without local_dir */ -}}
 {{- if hasPrefix $c.builtinPrefix $v.model.path -}}
 {{- $known := list -}}
 {{- range $c.builtinModels -}}{{- $known = append $known (printf "%s%s" $c.builtinPrefix .) -}}{{- end -}}
 {{- if not (has (trimPrefix $c.builtinPrefix $v.model.path) $c.builtinModels) -}}
 {{- $errs = append $errs (printf "values.model.path must be a known built-in model (%s), a hub id or a path inside the pod, got %q" (join ", " $known) $v.model.path) -}}
 {{- else -}}
-{{- if not $cpuImage -}}
-{{- $errs = append $errs (printf "values.model.path must be a model image %s carries (%s is in the CPU image, whose tag ends in %s, e.g. %s), a hub id or a path inside the pod, got %q" $v.image $v.model.path $c.cpuImageTagSuffix $c.cpuImageExample $v.model.path) -}}
+{{- if not (or $cpuImage (eq (splitList ":" $imageName | first) $c.projectImageName)) -}}
+{{- $errs = append $errs (printf "values.model.path must be a model image %s carries (%s is in the project's images, named %s in any registry, and in CPU images, whose tag ends in %s, e.g. %s), a hub id or a path inside the pod, got %q" $v.image $v.model.path $c.projectImageName $c.cpuImageTagSuffix $c.cpuImageExample $v.model.path) -}}
 {{- end -}}
 {{- if not (kindIs "invalid" $v.model.local_dir) -}}
 {{- $errs = append $errs (printf "values.model.local_dir must be null with a built-in model (%s is already in the image), got %q" $v.model.path $v.model.local_dir) -}}

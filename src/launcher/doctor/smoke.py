@@ -189,13 +189,13 @@ def _waiting(pod: dict) -> tuple[str, str] | None:
     return None
 
 
-def image_check(spec: ExperimentSpec, outcome: SmokeOutcome) -> Check:
+def image_check(spec: ExperimentSpec, outcome: SmokeOutcome, name: str = "smoke: pods") -> Check:
     """Did every pod start from the image? Else the waiting reason or the scheduler's message, and the fix."""
     from launcher.kube import jobs as J
 
     if not outcome.pods:
         why = "no pod was created" + (f" within {outcome.timeout:g}s" if outcome.timed_out else "")
-        return Check("smoke: pods", FAIL, f"{outcome.job}: {why} (job {outcome.state.phase}: "
+        return Check(name, FAIL, f"{outcome.job}: {why} (job {outcome.state.phase}: "
                      f"{outcome.state.reason or 'no reason given'})",
                      f"`launcher status {outcome.job}` shows the job's conditions and events (with --keep)")
     # One entry per replica (master-0, worker-1, ...), every incarnation of it in creation order: a replica
@@ -225,12 +225,12 @@ def image_check(spec: ExperimentSpec, outcome: SmokeOutcome) -> Check:
                           "scheduling.tolerations, or wait for capacity")
     if bad:
         when = f" within {outcome.timeout:g}s" if outcome.timed_out else ""
-        return Check("smoke: pods", FAIL, f"{len(bad)} of {len(replicas)} pod(s) never started{when}: "
+        return Check(name, FAIL, f"{len(bad)} of {len(replicas)} pod(s) never started{when}: "
                      + "; ".join(bad), fix)
     ran = {short: next(p for p in ps if _started(p)) for short, ps in replicas.items()}
     placed = sorted(f"{short} on {(p.get('spec') or {}).get('nodeName')}"
                     for short, p in ran.items() if (p.get("spec") or {}).get("nodeName"))
-    return Check("smoke: pods", OK, f"{len(replicas)} pod(s) started from {spec.image}"
+    return Check(name, OK, f"{len(replicas)} pod(s) started from {spec.image}"
                  + (f" ({', '.join(placed)})" if placed else ""))
 
 

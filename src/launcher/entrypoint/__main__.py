@@ -14,9 +14,9 @@ verl and Ray need in a pod (`environment.env_for`) and runs
 the checkpoint, then one validation-only verl run per model behind `[eval]` marker lines.
 
 Training decides on every start whether it resumes (`resume`): the driver's pod prints one
-`[entrypoint] attempt N: ...` line, starts verl fresh or with `resume_path` to the newest complete
-checkpoint of this run, and after verl exits 0 leaves the finished marker; a start of a finished run
-exits 0 without training. `--dry-run` prints the decision it would make now.
+`[entrypoint] attempt N: ...` line, points verl's tracker at the newest complete checkpoint of this run
+(none: fresh), starts verl with `resume_mode=auto`, and after verl exits 0 leaves the finished marker; a start
+of a finished run exits 0 without training. `--dry-run` prints the decision it would make now.
 
 Exit status: 2 for a bad config or environment, else verl's status (128+N if signal N killed it).
 `LAUNCHER_CHILD_CMD` (a shell-quoted command) replaces verl's command line: a hook for tests and
@@ -87,17 +87,14 @@ def detect_role(spec: ExperimentSpec, env: Mapping[str, str], *, lenient: bool =
 
 
 def verl_argv(spec: ExperimentSpec, role: E.Role, *, cpus: int, mode: str, model: str | None,
-              env: Mapping[str, str], resume_from: str | None = None) -> list[str]:
-    """The trainer's command line: verl with the shared override list (or LAUNCHER_CHILD_CMD).
-
-    `resume_from`: the resume decision's global_step_N directory (`entrypoint.resume`), or None."""
+              env: Mapping[str, str]) -> list[str]:
+    """The trainer's command line: verl with the shared override list (or LAUNCHER_CHILD_CMD)."""
     custom = env.get(CHILD_CMD_ENV)
     if custom:
         return shlex.split(custom)
     # Only a pod that starts its own local Ray pins the CPU count; ray.init refuses it when attaching.
     ray_num_cpus = cpus if role == "single-node" else None
-    argv = [*VERL_COMMAND, *verl_overrides(spec, mode=mode, model=model, ray_num_cpus=ray_num_cpus,
-                                           resume_from=resume_from)]
+    argv = [*VERL_COMMAND, *verl_overrides(spec, mode=mode, model=model, ray_num_cpus=ray_num_cpus)]
     if role == "ray-job-driver" and spec.cpu_training:
         # KubeRay starts the worker pods' raylets, not this entrypoint: the verl CPU platform's environment reaches
         # the actors there through the job's runtime_env (multi-node PyTorchJob/TrainJob raylets inherit it).
@@ -206,12 +203,8 @@ def main(argv: Sequence[str] | None = None, *, container_env: Mapping[str, str] 
 
     trains = not smoke and not eval_plan and args.mode == "train" and role != "ray-worker"
     if args.dry_run:
-        preview = None
-        if trains:  # what a start would decide now, read from the volume without writing to it
-            preview = RESUME.decide(spec)
-            if preview.action == "resume":
-                child_argv = verl_argv(spec, role, cpus=probe.cpus, mode=args.mode, model=args.model, env=env,
-                                       resume_from=preview.path)
+        # what a start would decide now, read from the volume without writing to it
+        preview = RESUME.decide(spec) if trains else None
         print(dry_run_text(spec, role, topo, child_argv, delta, env, probe.cpus, settings), flush=True)
         if preview is not None:
             print(f"# resume (trainer.resume_mode {spec.trainer.resume_mode})\n{preview.line()}", flush=True)
@@ -241,8 +234,6 @@ def main(argv: Sequence[str] | None = None, *, container_env: Mapping[str, str] 
                 f"({earlier.get('what')}: {str(earlier.get('line', '')).strip()[:300]}); a retry cannot fix it: "
                 "fix the config (a new run) or submit --new")
             return EXIT_BAD_INPUT
-        child_argv = verl_argv(spec, role, cpus=probe.cpus, mode=args.mode, model=args.model, env=env,
-                               resume_from=decision.path if decision.action == "resume" else None)
 
     if role != "ray-worker" and not eval_plan and args.mode == "train":
         # The process that runs verl's driver (or the smoke driver) chooses the tracking run once per attempt.

@@ -22,6 +22,10 @@ With `trainer.resume_mode: auto` the newest complete checkpoint not newer than t
 resumed (a save that is missing a rank's shard or `data.pt` is skipped in favour of the previous one);
 `disable` always starts fresh, `resume_path` uses the configured path. Each start prints one line
 (`Decision.line`), which the launcher's follower reads (`launcher.run.attempts`).
+
+verl gets `resume_mode` as the spec says it on every attempt (its trackers log the config as parameters,
+which MLflow refuses to change within a run), so with `auto` the decision reaches verl through verl's own
+tracker file: `align_tracker` makes it name the checkpoint chosen here, or sets it aside for a fresh start.
 """
 
 from __future__ import annotations
@@ -245,7 +249,30 @@ def begin(spec: ExperimentSpec, env: Mapping[str, str], *, log: Callable[[str], 
     except OSError as exc:
         log(f"warning: cannot record the attempt in {ckpt_dir / ATTEMPTS} ({exc})")
     log(decision.line())
+    if spec.trainer.resume_mode == "auto":
+        align_tracker(ckpt_dir, decision, log=log)
     return decision
+
+
+def align_tracker(ckpt_dir: Path, decision: Decision, *, log: Callable[[str], None]) -> None:
+    """Make verl's tracker file name this start's decision, which verl's `auto` then reads
+    (`find_latest_ckpt_path`): the chosen step for a resume; for a fresh start a tracker naming an incomplete save
+    is moved to `<tracker>.skipped-attempt-<n>`. A tracker already naming the chosen step is left as verl wrote it."""
+    tracker = ckpt_dir / TRACKER
+    current = read_tracker(ckpt_dir)
+    try:
+        if decision.action == "resume" and decision.step is not None and current != decision.step:
+            tmp = tracker.with_name(f".{TRACKER}.{os.getpid()}.tmp")
+            tmp.write_text(str(decision.step), encoding="utf-8")  # verl's own format: the step alone
+            os.replace(tmp, tracker)
+            log(f"{TRACKER}: {current} -> {decision.step} (verl resumes from the newest complete checkpoint)")
+        elif decision.action == "fresh" and tracker.exists():
+            aside = tracker.with_name(f"{TRACKER}.skipped-attempt-{decision.attempt}")
+            os.replace(tracker, aside)
+            log(f"{TRACKER} (step {current}) moved to {aside.name}: no complete checkpoint to resume from")
+    except OSError as exc:
+        # verl would then load what its tracker names: say so, the attempt's line above is not what verl does
+        log(f"warning: cannot update {tracker} ({exc}); verl's resume_mode auto reads it as it is")
 
 
 def refused(spec: ExperimentSpec) -> dict | None:
@@ -300,5 +327,5 @@ def _write_json(path: Path, doc: dict) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["ATTEMPTS", "CONFIG_ERROR", "FINISHED", "START_OVER_ENV", "TRACKER", "Decision", "begin", "decide", "finish",
-           "missing_files", "read_tracker", "refused", "saved_steps", "start_over", "world_size"]
+__all__ = ["ATTEMPTS", "CONFIG_ERROR", "FINISHED", "START_OVER_ENV", "TRACKER", "Decision", "align_tracker", "begin",
+           "decide", "finish", "missing_files", "read_tracker", "refused", "saved_steps", "start_over", "world_size"]

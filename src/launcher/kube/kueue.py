@@ -79,7 +79,9 @@ def admission(wl: dict) -> Admission:
 
     if true("Finished"):
         return Admission("Finished", *text("Finished"), cq, flavors)
-    if true("Evicted") and not true("Admitted"):
+    # Evicted before Admitted: Kueue marks a pre-empted workload Evicted while it is still Admitted (until the job
+    # is suspended and its pods are gone), and resets Evicted when it admits the workload again
+    if true("Evicted"):
         reason, message = text("Evicted")
         return Admission("Preempted" if reason == "Preempted" or true("Preempted") else "Evicted",
                          reason, message, cq, flavors)
@@ -90,8 +92,6 @@ def admission(wl: dict) -> Admission:
         return Admission("Inadmissible", reason, message)
     if true("QuotaReserved"):  # quota reserved, admission checks pending
         return Admission("Queued", "QuotaReserved", "waiting for admission checks", cq, flavors)
-    if true("Evicted"):
-        return Admission("Evicted", *text("Evicted"))
     if true("Requeued") or (conds.get("Requeued") or {}).get("reason"):
         r, m = text("Requeued")
         reason, message = reason or r, message or m

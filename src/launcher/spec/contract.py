@@ -49,6 +49,17 @@ def is_cpu_image(image: str) -> bool:
     return (image_tag(image) or "").endswith(CPU_IMAGE_TAG_SUFFIX)
 
 
+# The project's images (docker/Dockerfile for GPUs, docker/Dockerfile.cpu) are named this, in any registry a user
+# mirrors them to; both carry the built-in models (BUILTIN_MODELS).
+PROJECT_IMAGE_NAME = "verl-grpo"
+
+
+def carries_builtin_models(image: str) -> bool:
+    """True for the project's images (named PROJECT_IMAGE_NAME, any registry and tag) and any CPU image."""
+    name = image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
+    return name == PROJECT_IMAGE_NAME or is_cpu_image(image)
+
+
 class BuiltinModel(NamedTuple):
     """A model an image carries, addressed in a spec as `model.path: builtin:<name>`."""
 
@@ -63,7 +74,7 @@ BUILTIN_PREFIX = "builtin:"
 BUILTIN_MODELS: dict[str, BuiltinModel] = {
     "tiny-qwen2": BuiltinModel(
         "/opt/grpo-launcher/models/tiny-qwen2",
-        "tiny random Qwen2, 357,632 parameters, in the CPU image; test model, not Qwen2.5",
+        "tiny random Qwen2, 357,632 parameters, in the project's images; test model, not Qwen2.5",
     ),
 }
 

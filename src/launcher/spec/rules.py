@@ -21,7 +21,9 @@ from launcher.spec.contract import (
     BUILTIN_PREFIX,
     CPU_IMAGE_EXAMPLE,
     CPU_IMAGE_TAG_SUFFIX,
+    PROJECT_IMAGE_NAME,
     builtin_name,
+    carries_builtin_models,
     is_cpu_image,
 )
 from launcher.spec.gpu import GPU_PRODUCTS
@@ -211,7 +213,8 @@ def _cpu_training_problems(spec: ExperimentSpec) -> list[Problem]:
 
 
 def _model_problems(spec: ExperimentSpec) -> list[Problem]:
-    """A `builtin:` model must be one the contract knows, in an image that carries it, without a local_dir."""
+    """A `builtin:` model must be one the contract knows, in an image that carries it (the project's images), without
+    a local_dir."""
     name = builtin_name(spec.model.path)
     if name is None:
         return []
@@ -220,11 +223,12 @@ def _model_problems(spec: ExperimentSpec) -> list[Problem]:
         return [Problem("model.path", f"a known built-in model ({known}), a hub id or a path inside the pod",
                         spec.model.path)]
     problems = []
-    if not is_cpu_image(spec.image):
+    if not carries_builtin_models(spec.image):
         problems.append(Problem(
             "model.path",
-            f"a model image {spec.image} carries ({spec.model.path} is in the CPU image, whose tag ends in "
-            f"{CPU_IMAGE_TAG_SUFFIX}, e.g. {CPU_IMAGE_EXAMPLE}), a hub id or a path inside the pod",
+            f"a model image {spec.image} carries ({spec.model.path} is in the project's images, named "
+            f"{PROJECT_IMAGE_NAME} in any registry, and in CPU images, whose tag ends in {CPU_IMAGE_TAG_SUFFIX}, "
+            f"e.g. {CPU_IMAGE_EXAMPLE}), a hub id or a path inside the pod",
             spec.model.path))
     if spec.model.local_dir is not None:
         problems.append(Problem("model.local_dir", f"null with a built-in model ({spec.model.path} is already in "

@@ -71,7 +71,6 @@ def verl_overrides(
     experiment_name: str | None = None,
     checkpoint_dir: str | None = None,
     ray_num_cpus: int | None = None,
-    resume_from: str | None = None,
 ) -> list[str]:
     """Build verl's override list for `spec`.
 
@@ -80,10 +79,11 @@ def verl_overrides(
     checkpoint or the base model). `ray_num_cpus` pins Ray's CPU count to the container's limit
     (single-node pods only; verl passes it to `ray.init`, which refuses it when joining a cluster).
 
-    `resume_from` is the entrypoint's decision for `trainer.resume_mode: auto` (`entrypoint.resume`): a
-    complete `global_step_N` directory of this run becomes verl's `resume_mode=resume_path`, and None
-    becomes `disable`. verl never gets its own `auto`, which trusts the tracker file without checking
-    that every rank's shard is there and would retrain nothing on a rerun of a finished run.
+    `trainer.resume_mode` reaches verl as the spec says it, the same on every attempt: verl's trackers log the
+    whole config as parameters once per start, and MLflow refuses a run whose parameters change, so a resumed
+    attempt could not log to its run otherwise. With `auto` the entrypoint first makes verl's tracker file name
+    its own decision (`entrypoint.resume.align_tracker`: the newest complete checkpoint, none for a fresh start),
+    since verl's `auto` trusts the tracker without checking that every rank's shard is there.
 
     CPU training (`spec.cpu_training`: workload grpo on CPU-only pods) adds, each beside the keys it belongs with,
     what verl 0.9.1 needs on CPU with the image's verl CPU platform (docker/verl-cpu/README.md §2): sdpa attention
@@ -175,12 +175,9 @@ def verl_overrides(
             ("trainer.test_freq", t.test_freq),
             ("trainer.save_freq", t.effective_save_freq),
         ]
+        pairs.append(("trainer.resume_mode", t.resume_mode))
         if t.resume_mode == "resume_path":
-            pairs += [("trainer.resume_mode", "resume_path"), ("trainer.resume_from_path", t.resume_from_path)]
-        elif t.resume_mode == "auto" and resume_from:
-            pairs += [("trainer.resume_mode", "resume_path"), ("trainer.resume_from_path", resume_from)]
-        else:
-            pairs.append(("trainer.resume_mode", "disable"))
+            pairs.append(("trainer.resume_from_path", t.resume_from_path))
     if own_ray:
         # CPU training: the pod's CPU limit (when the entrypoint gives it), but at least CPU_RAY_MIN_CPUS logical
         # CPUs, or TransferQueue's actors cannot be placed.

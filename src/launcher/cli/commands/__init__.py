@@ -38,7 +38,8 @@ HELP_LINES: dict[str, str] = {
     "validate": "check an experiment config (schema, verl batch rules, Kubernetes names)",
     "render": ("render the Kubernetes manifests of a run (YAML to stdout, -o json|yaml, or one "
                 "file per object with -d DIR)"),
-    "doctor": "check that the cluster can run CONFIG (API, operators, Kueue, GPU nodes, RBAC; --smoke: a real job)",
+    "doctor": ("check that the cluster can run CONFIG (API, operators, Kueue, GPU nodes, RBAC; --smoke: a real job; "
+               "--rehearse: two real verl steps of the experiment)"),
     "submit": "submit an experiment (same config twice attaches to the existing run)",
     "sweep": "run a grid of variants of an experiment (--grid KEY=V1,V2): submit, follow together, rank in one report",
     "status": "show a run's state, its pods and why they are stuck (NAME: job or experiment)",

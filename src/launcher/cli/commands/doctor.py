@@ -7,7 +7,8 @@ import argparse
 from launcher.cli.cluster import add_cluster_arguments
 from launcher.cli.common import add_config_arguments
 
-HELP = "check that the cluster can run CONFIG (API, operators, Kueue, GPU nodes, RBAC; --smoke: a real job)"
+HELP = ("check that the cluster can run CONFIG (API, operators, Kueue, GPU nodes, RBAC; --smoke: a real job; "
+        "--rehearse: two real verl steps of the experiment)")
 DESCRIPTION = (
     "One line per check: ✓ ok, ! warning, ✗ failed (with the cause and the fix). Checks, in order: the API server "
     "and its version; the namespace; what the cluster serves (the backend's CRDs, TrainJob, Kueue and "
@@ -17,10 +18,17 @@ DESCRIPTION = (
     "image, pods, resources and backend, named <name>-doctor), follows it and reports its in-pod checks, one line per check "
     "over every pod (container user, read-only root, writable volumes, /dev/shm against smoke.min_shm, the "
     "dataset, verl's config, Ray, the pods reaching each other, the all-reduce, NCCL on GPU pods, the steps), "
-    "deleting it afterwards unless --keep. Exit codes: 0 every check "
+    "deleting it afterwards unless --keep. --rehearse runs the experiment itself (same image, backend, pods, nodes "
+    "and GPU requests, data, algorithm, reward and verl overrides) for two real verl steps of the built-in tiny "
+    "model (builtin:tiny-qwen2, in the project's images) with a checkpoint at step 2, no validation and trackers "
+    "off, named <name>-rehearse, and reports each stage verl ran (vLLM rollout, reward, FSDP update, weight sync, "
+    "checkpoint) or the cause of its failure with the fix. Exit codes: 0 every check "
     "passed (warnings allowed), 1 a check failed, 2 bad input (nothing sent), 3 cluster unreachable or refused."
 )
 NAME_WIDTH = 22  # "smoke: nccl_allreduce" + 1 (names and findings stay apart by two spaces at least)
+SMOKE_TIMEOUT_S = 600
+# vLLM's start and the first step's warm-up dominate: ~2 min on the local cluster's CPU nodes, less on GPUs
+REHEARSE_TIMEOUT_S = 1800
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,9 +36,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_cluster_arguments(parser)
     parser.add_argument("--smoke", action="store_true",
                         help="also submit a small real job from the experiment (workload: smoke) and check it")
-    parser.add_argument("--timeout", type=float, default=600, metavar="SECONDS",
-                        help="--smoke: give the smoke job this long to finish (default 600)")
-    parser.add_argument("--keep", action="store_true", help="--smoke: keep the smoke job (default: delete it)")
+    parser.add_argument("--rehearse", action="store_true",
+                        help="also run the experiment for two real verl steps of the built-in tiny model and check "
+                             "each stage (vLLM, reward, FSDP update, weight sync, checkpoint)")
+    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                        help=f"give each job this long to finish (default: --smoke {SMOKE_TIMEOUT_S:g}, --rehearse "
+                             f"{REHEARSE_TIMEOUT_S:g})")
+    parser.add_argument("--keep", action="store_true",
+                        help="--smoke/--rehearse: keep the job (default: delete it)")
     parser.add_argument("-o", "--output", choices=["text", "json"], default="text",
                         help="text: one line per check as it completes; json: one document at the end")
 
@@ -67,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     from launcher.doctor.cluster import (check_api_server, check_backend, check_kueue, check_namespace, check_rbac,
                                          discover, unreachable)
     from launcher.doctor.nodes import check_nodes
+    from launcher.doctor.rehearse import REHEARSAL, rehearsal_spec
     from launcher.doctor.smoke import smoke_spec
     from launcher.errors import EXIT_CLUSTER, ClusterError
 
@@ -74,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         args.sets = [*args.sets, f"scheduling.namespace={args.namespace}"]
     spec = load_from_args(args)  # BadInput (exit 2) before any client exists
     smoke = smoke_spec(spec) if args.smoke else None  # the same, for the smoke job
+    rehearsal = rehearsal_spec(spec) if args.rehearse else None  # and for the rehearsal (BadInput: exit 2)
     out = _Out(args.output)
     meta = {"config": args.config, "experiment": spec.name, "backend": spec.backend,
             "namespace": spec.scheduling.namespace}
@@ -95,11 +110,18 @@ def run(args: argparse.Namespace) -> int:
         out.add(check_kueue(kube, spec, served))
         out.add(check_nodes(kube, spec))
         out.add(check_rbac(kube, spec))
-        if smoke is not None:
+        for what, job_spec in (("smoke", smoke), ("rehearse", rehearsal)):
+            if job_spec is None:
+                continue
             if any(c.status == FAIL for c in out.checks):
-                out.add(Check("smoke", WARN, "not run: fix the failed checks above first"))
+                out.add(Check(what, WARN, "not run: fix the failed checks above first"))
+            elif what == "smoke":
+                out.add(*run_smoke(kube, job_spec, args))
             else:
-                out.add(*run_smoke(kube, smoke, args))
+                from launcher.cli.cluster import err
+
+                err(f"doctor: rehearsing {spec.name} as {job_spec.name}: {REHEARSAL}")
+                out.add(*run_rehearsal(kube, job_spec, args))
     except ClusterError as exc:
         out.add(Check("cluster", FAIL, f"the cluster stopped answering or refused: {exc}",
                       "rerun once the API server is healthy (kubectl cluster-info)"))
@@ -109,6 +131,29 @@ def run(args: argparse.Namespace) -> int:
 
 def run_smoke(kube, spec, args) -> list:
     """Submit the smoke job, follow it to the end (or --timeout), read its `[smoke]` lines, delete it."""
+    from launcher.doctor.smoke import smoke_checks
+
+    done = _run_job(kube, spec, args, what="smoke", timeout=args.timeout or SMOKE_TIMEOUT_S)
+    if isinstance(done, list):
+        return done
+    outcome, _rows, kept = done
+    return smoke_checks(spec, outcome) + kept
+
+
+def run_rehearsal(kube, spec, args) -> list:
+    """Submit the rehearsal, follow it with verl's step lines parsed, check each stage verl ran, delete it."""
+    from launcher.doctor.rehearse import rehearsal_checks
+
+    done = _run_job(kube, spec, args, what="rehearse", timeout=args.timeout or REHEARSE_TIMEOUT_S, metrics=True)
+    if isinstance(done, list):
+        return done
+    outcome, rows, kept = done
+    return rehearsal_checks(spec, outcome, rows) + kept
+
+
+def _run_job(kube, spec, args, *, what: str, timeout: float, metrics: bool = False):
+    """Submit `spec`'s job, follow it to the end (or `timeout`), delete it unless --keep. Returns (SmokeOutcome,
+    parsed step rows, [the kept check]), or the failed submit's checks."""
     from launcher.cli.cluster import err
     from launcher.cli.commands.delete import delete_run
     from launcher.cli.commands.submit import create_all
@@ -120,13 +165,13 @@ def run_smoke(kube, spec, args) -> list:
     from launcher.run.dirs import RunDir
     from launcher.doctor.check import FAIL, OK, Check
     from launcher.doctor.cluster import rbac_fix
-    from launcher.doctor.smoke import SmokeOutcome, smoke_checks
+    from launcher.doctor.smoke import SmokeOutcome
 
     res = JOB_RESOURCES[spec.backend]
     name = spec.job_name
     ns = spec.scheduling.namespace
     if kube.get(res, name) is not None:
-        return [Check("smoke: submit", FAIL, f"{res.kind} {name} from an earlier doctor run is still there",
+        return [Check(f"{what}: submit", FAIL, f"{res.kind} {name} from an earlier doctor run is still there",
                       f"launcher delete {name} -n {ns}")]
     objects = render(spec)
     run_dir = RunDir.of(name, args.runs_dir).ensure()
@@ -136,13 +181,14 @@ def run_smoke(kube, spec, args) -> list:
         job = create_all(kube, objects, on_notice=err)  # rolls back what it created on a failure
     except ApiError as exc:
         fix = (rbac_fix(ns, kube.whoami()) if exc.status == 403 else
-               "the API server refused the smoke job's objects: check admission policies (the message) or "
+               f"the API server refused the {what} job's objects: check admission policies (the message) or "
                "report it with the rendered manifests (launcher render CONFIG)")
-        return [Check("smoke: submit", FAIL, f"could not create the smoke job: {exc}", fix)]
-    err(f"doctor: submitted smoke {res.kind} {name} in {ns}; following it (at most {args.timeout:g}s)")
+        return [Check(f"{what}: submit", FAIL, f"could not create the {what} job: {exc}", fix)]
+    err(f"doctor: submitted {what} {res.kind} {name} in {ns}; following it (at most {timeout:g}s)")
     ref = J.JobRef(spec.backend, name, job)
     pods: dict[str, dict] = {}
     lines: dict[str, list[str]] = {}
+    rows: dict[int, dict] = {}
 
     def on_status(state, seen):
         for p in seen:
@@ -152,16 +198,18 @@ def run_smoke(kube, spec, args) -> list:
     def on_line(short, line):
         lines.setdefault(short, []).append(line)
 
+    def on_records(records):
+        for r in records:  # a restarted attempt's step wins
+            rows[r.step] = {"step": r.step, **r.metrics}
+
     try:
         follower = LogFollower(kube, ref, run_dir, on_line=on_line, on_notice=lambda m: err(f"doctor: {m}"),
-                               on_status=on_status, metrics=False)
-        result = follower.run(follow=True, timeout=args.timeout)
+                               on_status=on_status, on_records=on_records, metrics=metrics)
+        result = follower.run(follow=True, timeout=timeout)
     finally:
         if not args.keep:
             delete_run(kube, ref, on_deleted=lambda m: err(f"doctor: {m}"))
     outcome = SmokeOutcome(name, result.state, list(pods.values()), lines,
-                           timed_out=not result.state.finished, timeout=args.timeout)
-    checks = smoke_checks(spec, outcome)
-    if args.keep:
-        checks.append(Check("smoke: kept", OK, f"{res.kind} {name} kept (logs in {run_dir.path})"))
-    return checks
+                           timed_out=not result.state.finished, timeout=timeout)
+    kept = [Check(f"{what}: kept", OK, f"{res.kind} {name} kept (logs in {run_dir.path})")] if args.keep else []
+    return outcome, [rows[s] for s in sorted(rows)], kept
