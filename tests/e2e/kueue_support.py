@@ -71,3 +71,18 @@ def condition(wl: dict | None, kind: str) -> dict:
         if c.get("type") == kind:
             return c
     return {}
+
+
+REAL_FLAVOR = "grpo-real-cpu"
+
+
+def real_cpu_cluster_queue(info: ks.ClusterInfo, name: str, cpu: str, memory: str) -> None:
+    """A ClusterQueue `name` over the real nodes' CPU and memory (ResourceFlavor REAL_FLAVOR: the real nodes' label),
+    `cpu`/`memory` of quota: sized by the caller to admit as many CPU-training runs at a time as it wants."""
+    apply(info, {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": REAL_FLAVOR},
+                 "spec": {"nodeLabels": {"grpo.launcher.io/node-kind": "real"}}})
+    apply(info, {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": name},
+                 "spec": {"namespaceSelector": {}, "resourceGroups": [{
+                     "coveredResources": ["cpu", "memory"],
+                     "flavors": [{"name": REAL_FLAVOR, "resources": [{"name": "cpu", "nominalQuota": cpu},
+                                                                    {"name": "memory", "nominalQuota": memory}]}]}]}})
