@@ -38,9 +38,14 @@ DEFAULT_VENV = "/opt/venv"
 IOMP_LIBRARY = "lib/libiomp5.so"
 
 
+def _last_part(image: str) -> str:
+    """`name:tag` of an image reference (`repo[:port]/name:tag[@digest]`): after the last "/", before any digest."""
+    return image.split("@", 1)[0].rsplit("/", 1)[-1]
+
+
 def image_tag(image: str) -> str | None:
     """The tag of an image reference (`repo[:port]/name:tag[@digest]`), or None when it has none."""
-    name = image.split("@", 1)[0].rsplit("/", 1)[-1]
+    name = _last_part(image)
     return name.split(":", 1)[1] if ":" in name else None
 
 
@@ -56,8 +61,7 @@ PROJECT_IMAGE_NAME = "verl-grpo"
 
 def carries_builtin_models(image: str) -> bool:
     """True for the project's images (named PROJECT_IMAGE_NAME, any registry and tag) and any CPU image."""
-    name = image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
-    return name == PROJECT_IMAGE_NAME or is_cpu_image(image)
+    return _last_part(image).split(":", 1)[0] == PROJECT_IMAGE_NAME or is_cpu_image(image)
 
 
 class BuiltinModel(NamedTuple):
