@@ -12,7 +12,9 @@ TEST_WORKERS ?= 1
 # pytest-xdist workers for the cluster tests: they mostly wait (pods, controllers, KWOK's simulated runs), so three run
 # at once on the shared control plane (tests/conftest.py's scheduler: each module whole, the real-node tests on one worker).
 E2E_WORKERS ?= 3
-E2E_LAST := tests/e2e/test_zz_apiserver_restart_e2e.py
+# Run alone, after the shared lane: a lost real node (it would take other tests' pods with it), then the API server's
+# restart (it takes the shared control plane down).
+E2E_LAST := tests/e2e/test_zz_real_node_lost_e2e.py tests/e2e/test_zz_apiserver_restart_e2e.py
 export PYTHONUNBUFFERED := 1
 
 .PHONY: help
@@ -48,12 +50,12 @@ test-checks-and-unit: ## (part of `make test`, after its installs) generated-fil
 
 test-cluster: ## (part of `make test`, after its installs) every test that needs the local cluster, which the session fixture starts
 	# The cluster tests on E2E_WORKERS workers beside the cluster verbs with the oldest allowed kubernetes client; then,
-	# alone, the one test that takes the shared API server down.
+	# alone, the tests that take a node or the shared API server down.
 	$(MAKE) -j2 --output-sync=line test-cluster-shared client-floor-test
 	$(VPY) -m pytest -q -m cluster $(E2E_LAST)
 
 test-cluster-shared: ## The cluster tests that can share the control plane, on E2E_WORKERS pytest-xdist workers
-	$(VPY) -m pytest -q -m cluster -n $(E2E_WORKERS) --dist loadfile --ignore=$(E2E_LAST) --durations=40
+	$(VPY) -m pytest -q -m cluster -n $(E2E_WORKERS) --dist loadfile $(addprefix --ignore=,$(E2E_LAST)) --durations=40
 
 .PHONY: unit
 unit: setup tools ## Unit and property tests: no cluster, no verl, no CPU image, no fuzzing (needs helm/kubectl from `make tools`, and Go)

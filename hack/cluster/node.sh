@@ -95,7 +95,7 @@ _node_network() {
     cat /sys/fs/cgroup/cpuset/cpuset.mems > "/sys/fs/cgroup/cpuset$CGROUP_ROOT/cpuset.mems"
   fi
   mkdir -p "$NODE_DIR/cni/net.d" "$NODE_DIR/cni/ipam"
-  cat > "$NODE_DIR/cni/net.d/10-grpo.conflist" <<EOF
+  write_file "$NODE_DIR/cni/net.d/10-grpo.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
   "name": "grpo-pods-$NODE_I",
@@ -233,7 +233,7 @@ _node_kubelet() {
   mkdir -p "$NODE_DIR/kubelet" "$NODE_DIR/pod-logs" "$NODE_DIR/pki"
   : > "$NODE_DIR/resolv.conf"    # no upstream: pods resolve cluster names only
   # the node object's own lease and status come from this kubelet; its cgroups, logs and state are private
-  cat > "$NODE_DIR/kubelet.yaml" <<EOF
+  write_file "$NODE_DIR/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 # cgroup v1 on these machines: kubelet 1.35 refuses it unless told (and containerd 1.6 cannot report a driver)
@@ -280,7 +280,7 @@ EOF
 }
 
 _node_proxy_dns() {
-  cat > "$NODE_DIR/kube-proxy.yaml" <<EOF
+  write_file "$NODE_DIR/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
@@ -297,7 +297,7 @@ EOF
     ln -sfn "$NODE_BIN/kube-proxy" "$CLUSTER_DIR/bin/kube-proxy"
     start_bg kube-proxy "$CLUSTER_DIR/bin/kube-proxy" --config="$NODE_DIR/kube-proxy.yaml"
   fi
-  cat > "$NODE_DIR/Corefile" <<EOF
+  write_file "$NODE_DIR/Corefile" <<EOF
 cluster.local:53 in-addr.arpa:53 ip6.arpa:53 {
     bind $DNS_NODE_IP
     errors
@@ -365,7 +365,7 @@ node_up() {
   done
   _node_proxy_dns
   for _ in $(seq 240); do node_ok && break; sleep 0.5; done
-  node_ok || { tail -30 "$LOGS"/kubelet-*.log "$LOGS/kube-proxy.log" "$LOGS/coredns.log" >&2
+  node_ok || { tail -n 30 "$LOGS"/kubelet-*.log "$LOGS/kube-proxy.log" "$LOGS/coredns.log" >&2
                echo "real nodes not ready" >&2; exit 1; }
   say "real nodes ready ($(( $(date +%s) - t0 ))s)"
 }

@@ -201,7 +201,7 @@ fi
 
 k wait --for=condition=Ready --timeout=60s node/kwok-a100-0 node/kwok-a100-1 node/kwok-cpu-0 >/dev/null
 for _ in $(seq 240); do operators_ok && break; sleep 0.5; done
-operators_ok || { tail -20 "$LOGS/training-operator.log" "$LOGS/kuberay.log" >&2; echo "operators not ready" >&2; exit 1; }
+operators_ok || { tail -n 20 "$LOGS/training-operator.log" "$LOGS/kuberay.log" >&2; echo "operators not ready" >&2; exit 1; }
 say "nodes and operators ready ($(( $(date +%s) - T0 ))s)"
 
 # ---- Kubeflow Trainer v2 + JobSet (when built: `hack/cluster/build.sh trainer jobset`) ----------------------------

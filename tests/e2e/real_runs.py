@@ -15,7 +15,7 @@ import pytest
 import kwok_support as ks
 import realnode as rn
 from faults import STOP_ACTOR_IN_UPDATE, STOP_ENGINE  # hack/faults.py
-from launcher_helpers import launcher
+from launcher_helpers import launcher, rows
 
 CONFIG = str(ks.REPO_ROOT / "configs" / "grpo-exp3-cpu.yaml")
 CLAIM = "grpo-faults-volume"
@@ -101,5 +101,51 @@ def checkpointed(volume: Path, step: int) -> bool:
     return any(p.read_text().strip() == str(step) for p in volume.glob("checkpoints/**/latest_checkpointed_iteration.txt"))
 
 
+def logged_steps(run) -> set[int]:
+    """The steps in the follower's metrics.jsonl so far (a line it is still writing is not one yet)."""
+    p = run / "metrics.jsonl"
+    lines = p.read_text().splitlines() if p.exists() else []
+    return {json.loads(x)["step"] for x in lines if x.endswith("}")}
+
+
+def verl_file_logger(volume: Path) -> dict[int, dict]:
+    """verl's own file-logger records on the run's volume (the entrypoint points each attempt there), step -> data;
+    where a resumed attempt logged a step again, its record (the later line) wins."""
+    found: dict[int, dict] = {}
+    for path in sorted(volume.glob("checkpoints/**/metrics/*.jsonl")):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                found[rec["step"]] = rec["data"]
+    return found
+
+
 def incidents(run: Path) -> list[dict]:
     return [{**json.loads(p.read_text()), "dir": p.parent} for p in sorted(run.glob("incidents/*/incident.json"))]
+
+
+def check_resumed(run: Path, volume: Path, steps: int, save: int) -> tuple[list[dict], str]:
+    """A run that was stopped after its global_step_`save` checkpoint and completed `steps` in a second attempt:
+    attempts.json shows the resume point and at most `save` steps lost, metrics.jsonl has each step once, and its
+    values are verl's own file-logger records (the resumed attempt's last for a step it redid). Returns (the
+    launcher's rows, the pods' raw logs)."""
+    from launcher.run.attempts import load, summarise
+
+    attempts = summarise(load(run))
+    assert [a["action"] for a in attempts] == ["fresh", "resume"], attempts
+    second = attempts[1]
+    assert second["resumed_from"] == save and second["first_step"] == save + 1 and second["last_step"] == steps, \
+        second
+    assert 0 <= second["steps_lost"] <= save, second  # lost at most save_freq steps
+
+    mine = rows(run)
+    assert [r["step"] for r in mine] == list(range(1, steps + 1)), [r["step"] for r in mine]  # each step once
+    verl = verl_file_logger(volume)
+    assert sorted(verl) == list(range(1, steps + 1)), sorted(verl)
+    for r in mine:
+        for key, value in verl[r["step"]].items():
+            if isinstance(value, (int, float)) and isinstance(r.get(key), (int, float)):
+                assert math.isclose(r[key], value, rel_tol=1e-6, abs_tol=1e-9), (r["step"], key, r[key], value)
+    raw = "".join(p.read_text(errors="replace") for p in (run / "logs").glob("*.log"))
+    assert f"attempt 2: resuming from global_step_{save}" in raw, raw[-3000:]
+    return mine, raw

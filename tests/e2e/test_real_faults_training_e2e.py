@@ -29,17 +29,10 @@ import realnode as rn
 from launcher.export.mlflow_export import mlflow_key
 from launcher_helpers import rows, run_launcher
 from mlflow_server import mlflow_server
-from real_runs import CONFIG, Following, checkpointed, incidents, master, sets_for
+from real_runs import CONFIG, Following, check_resumed, checkpointed, incidents, logged_steps, master, sets_for
 from real_runs import real_node, volume  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode]
-
-
-def logged_steps(run) -> set[int]:
-    """The steps in the follower's metrics.jsonl so far (a line it is still writing is not one yet)."""
-    p = run / "metrics.jsonl"
-    lines = p.read_text().splitlines() if p.exists() else []
-    return {json.loads(x)["step"] for x in lines if x.endswith("}")}
 
 
 def finite(value) -> bool:
@@ -47,7 +40,6 @@ def finite(value) -> bool:
 
 
 def test_trainer_killed_after_a_checkpoint_resumes_from_it_and_completes(real_node, namespace, volume, tmp_path):
-    from launcher.run.attempts import load, summarise
     from launcher.spec.load import load_spec
 
     info, ns, runs = real_node, namespace, tmp_path / "runs"
@@ -71,30 +63,7 @@ def test_trainer_killed_after_a_checkpoint_resumes_from_it_and_completes(real_no
         assert rc == 0, err[-4000:]
         run = runs / spec.job_name
 
-        attempts = summarise(load(run))
-        assert [a["action"] for a in attempts] == ["fresh", "resume"], attempts
-        second = attempts[1]
-        assert second["resumed_from"] == save and second["first_step"] == save + 1 and second["last_step"] == steps, \
-            second
-        assert 0 <= second["steps_lost"] <= save, second  # lost at most save_freq steps
-
-        mine = rows(run)
-        assert [r["step"] for r in mine] == list(range(1, steps + 1)), [r["step"] for r in mine]  # each step once
-        # verl's own file logger (the entrypoint points each attempt at the run's volume): every step once or more,
-        # the resumed attempt's record last for the steps it redid; the launcher's values are that last record
-        verl: dict[int, dict] = {}
-        for path in sorted(volume.glob("checkpoints/**/metrics/*.jsonl")):
-            for line in path.read_text().splitlines():
-                if line.strip():
-                    rec = json.loads(line)
-                    verl[rec["step"]] = rec["data"]
-        assert sorted(verl) == list(range(1, steps + 1)), sorted(verl)
-        for r in mine:
-            for key, value in verl[r["step"]].items():
-                if isinstance(value, (int, float)) and isinstance(r.get(key), (int, float)):
-                    assert math.isclose(r[key], value, rel_tol=1e-6, abs_tol=1e-9), (r["step"], key, r[key], value)
-        raw = "".join(p.read_text(errors="replace") for p in (run / "logs").glob("*.log"))
-        assert f"attempt 2: resuming from global_step_{save}" in raw, raw[-3000:]
+        mine, raw = check_resumed(run, volume, steps, save)
 
         # the main metrics: every numeric key verl logged on every step
         main = sorted({k for r in mine for k, v in r.items() if k != "step" and finite(v)})

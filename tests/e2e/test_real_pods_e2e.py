@@ -177,7 +177,7 @@ def test_killed_container_restarts_and_logs_follow_shows_each_attempt_once(real_
         name = pod["metadata"]["name"]
         ks.wait_for(lambda: "step:3 " in info.kubectl("-n", ns, "logs", name, "-c", "pytorch").stdout,
                     timeout=240, what="step 3")
-        rn.kill_container(rn.pods(info, ns, f"training.kubeflow.org/replica-type=master")[0])
+        rn.kill_container(rn.pods(info, ns, "training.kubeflow.org/replica-type=master")[0])
         rn.wait_pod(info, ns, lambda p: any(st["name"] == "pytorch" and st.get("restartCount", 0) >= 1
                                             for st in p["status"].get("containerStatuses") or []),
                     120, "trainer restarted in place")

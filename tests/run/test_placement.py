@@ -48,7 +48,7 @@ def test_record_writes_each_pod_once_with_its_node_kind(tmp_path):
     record_node(fk, tmp_path, _placed("a", "kwok-a100-0"))
     record_node(fk, tmp_path, _placed("b", "grpo-node-0"))
     record_node(fk, tmp_path, _placed("c", "gone-node"))  # node not found: unknown, not guessed
-    record_node(fk, tmp_path, _placed("a", "grpo-node-0"))  # already recorded: kept as first seen
+    record_node(fk, tmp_path, _placed("b", "grpo-node-0"))  # recorded already on that node: unchanged
     record_node(fk, tmp_path, pod("unbound", JOB))  # no nodeName yet: nothing to record
     saved = json.loads((tmp_path / "pods.json").read_text())
     assert saved == {"pods": {
@@ -56,6 +56,25 @@ def test_record_writes_each_pod_once_with_its_node_kind(tmp_path):
         "b": {"node": "grpo-node-0", "simulated": False},
         "c": {"node": "gone-node", "simulated": None},
     }}
+
+
+def test_a_pod_created_again_on_another_node_names_both(tmp_path):
+    fk = FakeKube()
+    fk.put(KWOK_NODE)
+    fk.put(REAL_NODE)
+    fk.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "grpo-node-1"}})
+    run = tmp_path
+    assert record_node(fk, run, _placed("m", "grpo-node-1")) == {"node": "grpo-node-1", "simulated": False}
+    # its node lost, the operator creates it again elsewhere: the console hears of the new node
+    assert record_node(fk, run, _placed("m", "grpo-node-0")) == {
+        "node": "grpo-node-0", "simulated": False, "moved_from": ["grpo-node-1"]}
+    assert record_node(fk, run, _placed("m", "grpo-node-0")) is None
+    # once on a KWOK fake, the pod's figures are partly simulated, wherever it ran later
+    record_node(fk, run, _placed("m", "kwok-a100-0"))
+    record_node(fk, run, _placed("m", "grpo-node-1"))
+    assert placement.load(run)["m"] == {"node": "grpo-node-1", "simulated": True,
+                                        "moved_from": ["grpo-node-1", "grpo-node-0", "kwok-a100-0"]}
+    assert placement.summary(placement.load(run))["simulated"] is True
 
 
 def test_record_survives_a_forbidden_node_read(tmp_path):

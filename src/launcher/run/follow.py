@@ -573,18 +573,25 @@ class LogFollower:
 
 
 def record_node(kube: Kube, run_dir: Path, pod: dict) -> dict | None:
-    """Add `pod`'s node to `run_dir/pods.json` (`launcher.run.placement`), once per pod name; best effort: a
-    node that cannot be read (no `get nodes`, a cluster-scoped permission) is recorded as unknown. Returns the
-    new entry ({"node", "simulated"}), or None when the pod was recorded already or is not placed."""
+    """Add `pod`'s node to `run_dir/pods.json` (`launcher.run.placement`); best effort: a node that cannot be read
+    (no `get nodes`, a cluster-scoped permission) is recorded as unknown. A pod created again on another node (its
+    node lost, say) keeps its name: the entry then names the new node and lists the earlier ones in `moved_from`.
+    Returns the new or changed entry ({"node", "simulated"[, "moved_from"]}), or None when the pod was recorded
+    already on that node or is not placed."""
     name = pod["metadata"]["name"]
     node_name = (pod.get("spec") or {}).get("nodeName")
     pods = placement.load(run_dir) or {}
-    if not node_name or name in pods:
+    before = pods.get(name)
+    if not node_name or (before and before.get("node") == node_name):
         return None
     try:
         node = kube.get(NODE, node_name)
     except ClusterError:  # e.g. 403: the run goes on, the report says "unknown"
         node = None
-    pods[name] = {"node": node_name, "simulated": None if node is None else placement.is_kwok_node(node)}
+    entry: dict = {"node": node_name, "simulated": None if node is None else placement.is_kwok_node(node)}
+    if before:
+        entry["moved_from"] = [*before.get("moved_from", []), before.get("node")]
+        entry["simulated"] = placement.either(before.get("simulated"), entry["simulated"])
+    pods[name] = entry
     write_atomic(Path(run_dir) / placement.PODS_FILE, json.dumps({"pods": pods}, indent=1, sort_keys=True) + "\n")
-    return pods[name]
+    return entry

@@ -13,7 +13,9 @@ it) or the label `type: kwok` (KWOK's examples and the same manifests). A node t
 may lack `get nodes`, a cluster-scoped permission) is recorded as unknown (`simulated: null`),
 never guessed.
 
-File format (JSON): `{"pods": {"<pod>": {"node": "<node>", "simulated": true | false | null}}}`.
+File format (JSON): `{"pods": {"<pod>": {"node": "<node>", "simulated": true | false | null}}}`; a pod created
+again on another node under the same name (its node was lost) adds `"moved_from": ["<earlier node>", ...]`, and
+its `simulated` then covers every node it ran on.
 """
 
 from __future__ import annotations
@@ -40,6 +42,12 @@ def is_kwok_node(node: dict) -> bool:
     annotations = md.get("annotations") or {}
     labels = md.get("labels") or {}
     return annotations.get(KWOK_ANNOTATION[0]) == KWOK_ANNOTATION[1] or labels.get(KWOK_LABEL[0]) == KWOK_LABEL[1]
+
+
+def either(a: bool | None, b: bool | None) -> bool | None:
+    """Whether a pod that ran on two nodes was simulated: True when either node was a KWOK fake, None when either
+    is unknown, else False."""
+    return True if True in (a, b) else None if None in (a, b) else False
 
 
 def load(run_dir: Path) -> dict[str, dict[str, Any]] | None:
