@@ -49,6 +49,7 @@ from launcher.spec import canonical  # noqa: E402
 from launcher.spec import contract as C  # noqa: E402
 from launcher.spec import gpu as G  # noqa: E402
 from launcher.spec import model as S  # noqa: E402
+from launcher.spec.types import QUANTITY_RE  # noqa: E402
 from launcher.spec import names as L  # noqa: E402
 from launcher.spec import verl as V  # noqa: E402
 from launcher.spec.gpu import GPU_PRODUCTS  # noqa: E402
@@ -175,9 +176,9 @@ TENSORBOARD_SCHEMA: dict[str, Any] = {
         "port": {"description": TENSORBOARD_DOCS["tensorboard_server.port"], "type": "integer",
                  "minimum": 1024, "maximum": 65535},
         "cpu": {"description": TENSORBOARD_DOCS["tensorboard_server.cpu"], "type": "string",
-                "pattern": S.QUANTITY_RE},
+                "pattern": QUANTITY_RE},
         "memory": {"description": TENSORBOARD_DOCS["tensorboard_server.memory"], "type": "string",
-                   "pattern": S.QUANTITY_RE},
+                   "pattern": QUANTITY_RE},
     },
     "additionalProperties": False,
 }

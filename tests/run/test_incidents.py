@@ -269,7 +269,7 @@ def test_an_exec_that_cannot_run_is_recorded_in_the_incident_never_raised(tmp_pa
     from launcher.cli.incident import capture_incident
     from launcher.errors import ClusterError
     from launcher.kube import jobs as J
-    from launcher.kube.client import finish
+    from launcher.kube.pod_exec import finish
     from launcher.run.dirs import RunDir
     from launcher.run.watchdog import Finding
 

@@ -3,7 +3,7 @@
 verl creates its trackers itself (`verl.utils.tracking.Tracking`, inside the TaskRunner actor) from
 `trainer.logger` and the environment: `MLFLOW_TRACKING_URI`, `MLFLOW_RUN_ID` (attach to that run,
 else `set_experiment(project_name)` + a new run named `experiment_name`), `TENSORBOARD_DIR`,
-`WANDB_*`. The pod template carries the static settings (`render._tracking_env`); this module
+`WANDB_*`. The pod template carries the static settings (`render.env.tracking_env`); this module
 chooses the run, once per attempt, before verl starts:
 
 - **MLflow.** The run of a checkpoint lineage is recorded on the run's volume, in

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from launcher.errors import ClusterError
-from launcher.kube.client import finish, run_exec
+from launcher.kube.pod_exec import finish, run_exec
 
 CHUNK = 1 << 20  # raw bytes per base64 line
 

@@ -12,7 +12,8 @@ Validation happens in two layers:
 
 Both layers report `Problem(field, expected, got)` (`launcher.spec.problems`), one line each. The derived
 properties (paths, counts, the config hash) are the mixins of `launcher.spec.derived`; names and name
-budgets live in `launcher.spec.names`.
+budgets live in `launcher.spec.names`; the constrained field types (quantities, DNS names, paths, text) in
+`launcher.spec.types`.
 """
 
 from __future__ import annotations
@@ -21,52 +22,26 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints
 
-from launcher.spec.derived import (
-    DataDerived,
-    ExperimentDerived,
-    ResourcesDerived,
-    TrainerDerived,
-)
-
+from launcher.spec.derived import DataDerived, ExperimentDerived, ResourcesDerived, TrainerDerived
 from launcher.spec.contract import BUILTIN_MODELS, BUILTIN_PREFIX, CPU_IMAGE_EXAMPLE, CPU_IMAGE_TAG_SUFFIX
 from launcher.spec.gpu import GPU_PRODUCTS
-
-# Kubernetes quantities ("16", "500m", "128Gi", "1.5e3"): the apimachinery grammar, simplified to
-# what a user writes. Anything else would be refused by the API server only at submit time.
-QUANTITY_RE = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
-Quantity = Annotated[str, StringConstraints(pattern=QUANTITY_RE, max_length=32)]
-
-# DNS-1123 label: lower-case alphanumerics and '-', starting and ending alphanumeric.
-DNS1123_LABEL_RE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-DNS1123_SUBDOMAIN_RE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-DnsLabel = Annotated[str, StringConstraints(pattern=DNS1123_LABEL_RE, max_length=63)]
-DnsSubdomain = Annotated[str, StringConstraints(pattern=DNS1123_SUBDOMAIN_RE, max_length=253)]
-
-# Label keys/values and annotation keys as Kubernetes accepts them.
-LABEL_VALUE_RE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
-QUALIFIED_NAME_RE = (
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+from launcher.spec.types import (
+    AbsPath,
+    CONTROL_CHARS,
+    AnnotationValue,
+    DnsLabel,
+    DnsSubdomain,
+    EnvName,
+    EnvValue,
+    GpuLabelScheme,
+    HydraOverride,
+    LabelKey,
+    LabelValue,
+    Quantity,
+    Text,
+    TrackingName,
+    TrackingUri,
 )
-LabelKey = Annotated[str, StringConstraints(pattern=QUALIFIED_NAME_RE, max_length=316)]
-LabelValue = Annotated[str, StringConstraints(pattern=LABEL_VALUE_RE, max_length=63)]
-
-# Characters no text field may hold: C0/C1 controls, DEL, line/paragraph separators and
-# non-characters. YAML readers refuse or fold them, and the ConfigMap's JSON (written the way Go's
-# encoding/json writes it, for Helm parity) leaves them unescaped. `\x{...}` is understood by both
-# pydantic's Rust regex engine and Go's RE2 (Helm's schema validator).
-_CONTROL = r"\x00-\x1f"
-_UNPRINTABLE_REST = r"\x7f-\x9f\x{2028}\x{2029}\x{feff}\x{fffe}\x{ffff}"
-# Absolute POSIX path (it ends up in a mountPath or a verl override).
-AbsPath = Annotated[str, StringConstraints(pattern=rf"^/[^{_CONTROL}{_UNPRINTABLE_REST}]*$", max_length=1024)]
-# Free text that ends up inside a pod (paths, hub ids): printable, bounded.
-Text = Annotated[str, StringConstraints(pattern=rf"^[^{_CONTROL}{_UNPRINTABLE_REST}]+$", max_length=1024)]
-# Annotation values may span lines (tab and newline are escaped in JSON), nothing else unprintable.
-AnnotationValue = Annotated[
-    str, StringConstraints(pattern=rf"^[^\x00-\x08\x0b-\x1f{_UNPRINTABLE_REST}]*$", max_length=4096)
-]
-
-GpuLabelScheme = Literal["gfd", "gke", "karpenter", "aks"]
 
 
 class _Model(BaseModel):
@@ -125,7 +100,6 @@ class DataSpec(DataDerived, _Model):
     val_max_samples: int | None = Field(None, ge=1, le=10_000_000, description="Limit the validation set (null: all of it).")
 
 
-
 class AlgorithmSpec(_Model):
     """GRPO and its knobs (verl's `algorithm.*` and the actor's KL/entropy terms)."""
 
@@ -137,7 +111,6 @@ class AlgorithmSpec(_Model):
     kl_loss_coef: float = Field(0.001, ge=0, le=100, description="KL loss coefficient.")
     kl_loss_type: Literal["kl", "abs", "mse", "low_var_kl", "full"] = Field("low_var_kl", description="KL estimator.")
     entropy_coeff: float = Field(0.0, ge=0, le=100, description="Entropy bonus coefficient (0: none).")
-
 
 
 class RolloutSpec(_Model):
@@ -207,7 +180,6 @@ class TrainerSpec(TrainerDerived, _Model):
     max_actor_ckpt_to_keep: int | None = Field(None, ge=1, le=100_000, description="Rotate old checkpoints (null: keep all).")
 
 
-
 class ResourcesSpec(ResourcesDerived, _Model):
     """What each training pod asks Kubernetes for."""
 
@@ -245,7 +217,6 @@ class ResourcesSpec(ResourcesDerived, _Model):
     shm_size: Quantity = Field("16Gi", description="Size of the memory-backed /dev/shm (NCCL, Ray object store).")
     head_cpu: Quantity = Field("4", description="RayJob only: CPU of the Ray head pod (runs the verl driver).")
     head_memory: Quantity = Field("16Gi", description="RayJob only: memory of the Ray head pod.")
-
 
 
 class StorageSpec(_Model):
@@ -343,22 +314,11 @@ class SecretsSpec(_Model):
     image_pull_secrets: list[DnsSubdomain] = Field([], description="Secrets for pulling the image.")
 
 
-
-EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=253)]
-# A tracking server address: http(s), no user:password@ in it (credentials go in Secret references).
-TrackingUri = Annotated[str, StringConstraints(pattern=r"^https?://[^\s/@]+(/[^\s]*)?$", max_length=1024)]
-TrackingName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:/ -]+$", max_length=256)]
-
-
 class ConfigMapRef(_Model):
     """A key of an existing ConfigMap."""
 
     name: DnsSubdomain
     key: Annotated[str, StringConstraints(pattern=r"^[-._a-zA-Z0-9]+$", max_length=253)]
-
-
-# An environment variable's value: printable text, bounded.
-EnvValue = Annotated[str, StringConstraints(pattern=rf"^[^{_CONTROL}{_UNPRINTABLE_REST}]*$", max_length=4096)]
 
 
 class EnvVar(_Model):
@@ -403,14 +363,6 @@ class WandbTracking(_Model):
     entity: TrackingName | None = Field(None, description="WANDB_ENTITY: team or user (null: the key's default).")
     base_url: TrackingUri | None = Field(None, description="WANDB_BASE_URL for a self-hosted W&B server.")
     api_key: SecretRef | None = Field(None, description="WANDB_API_KEY from a Secret (or secrets.wandb_api_key).")
-
-
-# One Hydra override as verl's main_ppo takes it on its command line: `key=value`, `+key=value` (a key verl's config
-# lacks), `++key=value` (add or replace) or `~key[=value]` (delete); dotted keys, printable text, one argv item.
-_HYDRA_KEY = r"[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*"
-_HYDRA_VALUE = rf"[^{_CONTROL}{_UNPRINTABLE_REST}]*"
-HydraOverride = Annotated[str, StringConstraints(
-    pattern=rf"^(~{_HYDRA_KEY}(={_HYDRA_VALUE})?|(\+\+|\+)?{_HYDRA_KEY}={_HYDRA_VALUE})$", max_length=1024)]
 
 
 class VerlSpec(_Model):
@@ -494,7 +446,8 @@ class TrackingSpec(_Model):
 
 # `pkg://<dotted.module>`: a module importable in the image (verl 0.9.1's load_module reads the pkg:// form).
 # Or a local Python file (./my_reward.py): the loader reads it into `source`, which the run's ConfigMap carries.
-REWARD_PATH_RE = rf"^(pkg://[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*|[^{_CONTROL}]*[^/{_CONTROL}]\.py)$"
+REWARD_PATH_RE = (rf"^(pkg://[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
+                  rf"|[^{CONTROL_CHARS}]*[^/{CONTROL_CHARS}]\.py)$")
 # A reward file travels twice in the run's ConfigMap (spec.yaml and the mounted file), which must stay under 1 MiB.
 MAX_REWARD_SOURCE_BYTES = 256 * 1024
 
@@ -577,8 +530,6 @@ class SmokeSpec(_Model):
         le=86_400,
         description="Seconds to wait for the pods' torch.distributed rendezvous and for every Ray node to be alive.",
     )
-
-
 
 
 class ExperimentSpec(ExperimentDerived, _Model):

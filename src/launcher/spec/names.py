@@ -42,7 +42,7 @@ NAME_MAX = JOB_NAME_MAX - HASH_LEN - 1  # 38
 # override them. tests/spec/test_tracking_spec.py proves that every name `render` and the entrypoint set
 # is listed here, so the list cannot fall behind the code.
 RESERVED_ENV: frozenset[str] = frozenset({
-    # render._env_vars
+    # render.env.pod_env
     "LAUNCHER_SPEC", "PYTHONUNBUFFERED", "HOME", "POD_NAME", "POD_NAMESPACE", "POD_IP", "NCCL_DEBUG",
     "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME", "HF_HOME", "RAY_COLOR_PREFIX", "RAY_DEDUP_LOGS",
     "VERL_FILE_LOGGER_PATH", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN",

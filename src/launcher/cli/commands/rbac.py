@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from launcher.errors import BadInput
     from launcher.render.rbac import CALLS, rbac_objects
     from launcher.render.manifests import to_yaml
-    from launcher.spec.model import DNS1123_LABEL_RE
+    from launcher.spec.types import DNS1123_LABEL_RE
 
     if args.explain:
         for c in CALLS:
