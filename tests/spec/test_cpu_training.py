@@ -87,6 +87,7 @@ CPU_ONLY = {
     "actor_rollout_ref.rollout.agent.num_workers": "1",
     "reward.num_workers": "1",
     "transfer_queue.backend.SimpleStorage.num_data_storage_units": "1",
+    "+transfer_queue.backend.SimpleStorage.required_node_resource": "GPU",
     "+ray_kwargs.ray_init.num_gpus": "1",
     "trainer.device": "cpu",
 }

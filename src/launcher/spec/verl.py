@@ -144,7 +144,11 @@ def verl_overrides(
         *([("reward.num_workers", 1)] if cpu else []),
         *([("reward.custom_reward_function.path", REWARD_FILE_PATH if fn.local else fn.path),
            ("reward.custom_reward_function.name", fn.name)] if fn else []),
-        *([("transfer_queue.backend.SimpleStorage.num_data_storage_units", 1)] if cpu else []),
+        *([("transfer_queue.backend.SimpleStorage.num_data_storage_units", 1),
+           # TransferQueue pins each storage unit (1 CPU) to a Ray node by sorted node id, hard affinity: on a RayJob
+           # that could be the head, whose one logical CPU verl's TaskRunner holds, and the unit then waits forever
+           # with no resource demand. Only nodes with a (logical) GPU, the workers, may hold it.
+           ("+transfer_queue.backend.SimpleStorage.required_node_resource", "GPU")] if cpu else []),
         *([("+ray_kwargs.ray_init.num_gpus", 1)] if own_ray else []),
         *([("trainer.device", "cpu")] if cpu else []),
         ("trainer.critic_warmup", 0),
@@ -256,7 +260,8 @@ CPU_KEYS = ("actor_rollout_ref.model.override_config.attn_implementation", "acto
             "actor_rollout_ref.actor.fsdp_config.mixed_precision", "actor_rollout_ref.rollout.dtype",
             "actor_rollout_ref.rollout.enforce_eager", "actor_rollout_ref.rollout.free_cache_engine",
             "actor_rollout_ref.rollout.enable_sleep_mode", "actor_rollout_ref.rollout.agent.num_workers",
-            "reward.num_workers", "transfer_queue.backend.SimpleStorage.num_data_storage_units")
+            "reward.num_workers", "transfer_queue.backend.SimpleStorage.num_data_storage_units",
+            "transfer_queue.backend.SimpleStorage.required_node_resource")
 
 
 def override_key(item: str) -> str:
