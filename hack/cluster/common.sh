@@ -65,8 +65,6 @@ our_procs() {
     exe ~ /(^|\/)python[0-9.]*$/ && index(scr, d) == 1 { print }'
 }
 
-# start_bg NAME CMD...: a background process of the cluster, its log in $LOGS/NAME.log and pid in $PIDS/NAME.pid;
-# detached (own session) so make/pytest exiting does not stop it
 # write_file FILE < CONTENT: replace FILE only when its content changes, and then by rename, never truncated in place:
 # kube-proxy watches its config file and exits when a read finds other content, a half-written file included.
 write_file() {
@@ -75,6 +73,8 @@ write_file() {
   if cmp -s "$tmp" "$1"; then rm -f "$tmp"; else chmod 644 "$tmp"; mv -f "$tmp" "$1"; fi
 }
 
+# start_bg NAME CMD...: a background process of the cluster, its log in $LOGS/NAME.log and pid in $PIDS/NAME.pid;
+# detached (own session) so make/pytest exiting does not stop it
 start_bg() {
   local name=$1; shift
   setsid nohup "$@" >> "$LOGS/$name.log" 2>&1 < /dev/null 9>&- &   # 9>&-: do not inherit the lock

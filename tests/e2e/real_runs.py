@@ -108,16 +108,19 @@ def logged_steps(run) -> set[int]:
     return {json.loads(x)["step"] for x in lines if x.endswith("}")}
 
 
-def verl_file_logger(volume: Path) -> dict[int, dict]:
-    """verl's own file-logger records on the run's volume (the entrypoint points each attempt there), step -> data;
-    where a resumed attempt logged a step again, its record (the later line) wins."""
-    found: dict[int, dict] = {}
+def file_logger_rows(volume: Path) -> list[dict]:
+    """verl's FileLogger records (`{"step": N, "data": {...}}` per line), from the run's volume: the entrypoint points
+    VERL_FILE_LOGGER_PATH at <checkpoint path>/metrics/<pod>.jsonl; only the pod that runs verl's driver writes one."""
+    found: list[dict] = []
     for path in sorted(volume.glob("checkpoints/**/metrics/*.jsonl")):
-        for line in path.read_text().splitlines():
-            if line.strip():
-                rec = json.loads(line)
-                found[rec["step"]] = rec["data"]
+        found += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return found
+
+
+def verl_file_logger(volume: Path) -> dict[int, dict]:
+    """`file_logger_rows` by step (step -> data); where a resumed attempt logged a step again, its record (the later
+    line) wins."""
+    return {rec["step"]: rec["data"] for rec in file_logger_rows(volume)}
 
 
 def incidents(run: Path) -> list[dict]:

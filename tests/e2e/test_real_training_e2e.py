@@ -19,6 +19,7 @@ import pytest
 import kwok_support as ks
 import realnode as rn
 from launcher_helpers import rows, run_launcher
+from real_runs import file_logger_rows
 from launcher.spec.contract import REWARD_FILE_PATH
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode]
@@ -48,15 +49,6 @@ def run_volume(real_node, namespace):
     yield host
     real_node.kubectl("delete", "pv", pv, "--wait=false", check=False)
     shutil.rmtree(host, ignore_errors=True)
-
-
-def file_logger_rows(volume: Path) -> list[dict]:
-    """verl's FileLogger records (`{"step": N, "data": {...}}` per line), from the run's volume: the entrypoint points
-    VERL_FILE_LOGGER_PATH at <checkpoint path>/metrics/<pod>.jsonl; only the pod that runs verl's driver writes one."""
-    found: list[dict] = []
-    for path in sorted(volume.glob("checkpoints/**/metrics/*.jsonl")):
-        found += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return found
 
 
 def same(a: object, b: object) -> bool:
