@@ -94,9 +94,9 @@ if [ -z "$reason" ]; then
   else  # the follower says, as each pod starts, whether it trains for real or on a KWOK fake node
     echo "== $CONFIG on the embedded cluster: real nodes for pods that select them, KWOK fake A100 nodes otherwise"
   fi
-  # What the main job needs, built at once: the control plane and the real node (Go, CPU-bound) beside the CPU image
-  # (mostly downloads and unpacking). Kueue, Trainer v2 and Flux are not built.
-  make -s -j3 --output-sync=target cluster-build node-build image-cpu tools
+  # What the main job needs, built at once: the control plane and the real node in two Go lanes (CPU-bound) beside the
+  # CPU image (mostly downloads and unpacking). Kueue, Trainer v2 and Flux are not built.
+  make -s -j3 --output-sync=target run-build-k8s run-build-rest image-cpu
   KUBECONFIG=$(GRPO_REAL_NODE=1 make -s cluster-up | tail -1)
   job=$(job_of "$CONFIG"); ns=$(ns_of "$CONFIG")
   # A rerun starts over rather than attaching to the finished run.

@@ -10,7 +10,7 @@
 # module, CoreDNS with only the plugins cluster DNS needs, the pause image from hack/cluster/pause (Go).
 #
 # Usage: hack/cluster/build.sh [component ...]     (default: the control plane; "tools" = kubectl + helm only;
-#        "node" = what the real node needs, built by `make node-build` and `make test`, not by `make run`)
+#        "node" = what the real node needs: `make node-build`; `make run` builds its parts in two lanes, mk/cluster.mk)
 # A second run with a warm cache does no work: each component is only checked (binary present and runs).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -23,8 +23,14 @@ mkdir -p "$BIN_ROOT" "$WORK" "$GOMODCACHE" "$GOCACHE"
 
 log() { printf '[build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-# have DIR BIN... : true when every binary is present and executable (the "check" of a warm run)
-have() { local d=$1; shift; local b; for b in "$@"; do [ -x "$d/$b" ] || return 1; done; [ -f "$d/.complete" ]; }
+# have DIR FILE... : true when every file is present, binaries executable (the "check" of a warm run)
+have() {
+  local d=$1 b; shift
+  for b in "$@"; do
+    case $b in *.tar) [ -f "$d/$b" ] ;; *) [ -x "$d/$b" ] ;; esac || return 1
+  done
+  [ -f "$d/.complete" ]
+}
 
 moddir() { go mod download -json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'; }
 
@@ -56,17 +62,38 @@ k8s_wrapper() {
   done
 }
 
-build_kubernetes() {
-  local d=$K8S_BIN
-  if have "$d" kube-apiserver kube-controller-manager kube-scheduler; then
-    log "kubernetes $K8S_VERSION: cached ($("$d/kube-apiserver" --version))"; return; fi
-  log "kubernetes $K8S_VERSION: building (the slowest part: about 6 min on 2 free cores, 15-30 min on a loaded machine)"
+# build_k8s: the k8s.io/kubernetes commands asked for (the control plane: `kubernetes`; the node's kubelet and kube-proxy:
+# `kubelet`) that are not cached, in ONE `go build`: they share most of their packages, and two builds at once would
+# each compile them (Go's cache shares finished packages, not work in flight). `make run` asks for both at once.
+build_k8s() {
+  local cp=0 node=0 cmds=() tmp c
+  if [ "$1" = 1 ]; then
+    if have "$K8S_BIN" kube-apiserver kube-controller-manager kube-scheduler; then
+      log "kubernetes $K8S_VERSION: cached ($("$K8S_BIN/kube-apiserver" --version))"; else cp=1; fi
+  fi
+  if [ "$2" = 1 ]; then
+    if have "$NODE_BIN" kubelet kube-proxy; then log "kubelet/kube-proxy $K8S_VERSION: cached"; else node=1; fi
+  fi
+  [ $cp = 1 ] && cmds+=(kube-apiserver kube-controller-manager kube-scheduler)
+  # CGO off like the control plane: cadvisor and the kubelet have pure-Go fallbacks for what they need here.
+  [ $node = 1 ] && cmds+=(kubelet kube-proxy)
+  [ ${#cmds[@]} -gt 0 ] || return 0
+  log "kubernetes $K8S_VERSION: building ${cmds[*]} (the slowest part: about 6 min for the control plane on 2 free cores, 15-30 min on a loaded machine)"
   k8s_wrapper
-  mkdir -p "$d"
-  go build -p "$JOBS" -trimpath -ldflags "$K8S_LDFLAGS" -o "$d/" \
-    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
-  "$d/kube-apiserver" --version | grep -q "Kubernetes $K8S_VERSION" || { log "version stamp missing"; exit 1; }
-  touch "$d/.complete"; log "kubernetes: $("$d/kube-apiserver" --version)"
+  tmp=$(mktemp -d "$WORK/kubernetes-$K8S_VERSION-out.XXXXXX")
+  go build -p "$JOBS" -trimpath -ldflags "$K8S_LDFLAGS" -o "$tmp/" "${cmds[@]/#/k8s.io/kubernetes/cmd/}"
+  for c in "${cmds[@]}"; do
+    "$tmp/$c" --version | grep -q "Kubernetes $K8S_VERSION" || { log "$c: version stamp missing"; exit 1; }
+  done
+  if [ $cp = 1 ]; then
+    mkdir -p "$K8S_BIN"; mv "$tmp"/kube-apiserver "$tmp"/kube-controller-manager "$tmp"/kube-scheduler "$K8S_BIN/"
+    touch "$K8S_BIN/.complete"; log "kubernetes: $("$K8S_BIN/kube-apiserver" --version)"
+  fi
+  if [ $node = 1 ]; then
+    mkdir -p "$NODE_BIN"; mv "$tmp"/kubelet "$tmp"/kube-proxy "$NODE_BIN/"
+    touch "$NODE_BIN/.complete"; log "node: $("$NODE_BIN/kubelet" --version)"
+  fi
+  rm -rf "$tmp"
 }
 
 build_toolbox() {
@@ -84,19 +111,7 @@ build_toolbox() {
   touch "$d/.complete"
 }
 
-# ---- the real node (kubelet, kube-proxy, CoreDNS, pause image): only `make node-build` / `make test` ----------
-
-build_kubelet() {
-  local d=$NODE_BIN
-  if have "$d" kubelet kube-proxy; then log "kubelet/kube-proxy $K8S_VERSION: cached"; return; fi
-  log "kubelet + kube-proxy $K8S_VERSION: building (reuses the control plane's compiled packages)"
-  k8s_wrapper
-  mkdir -p "$d"
-  # CGO off like the control plane: cadvisor and the kubelet have pure-Go fallbacks for what they need here.
-  go build -p "$JOBS" -trimpath -ldflags "$K8S_LDFLAGS" -o "$d/" k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy
-  "$d/kubelet" --version | grep -q "Kubernetes $K8S_VERSION" || { log "kubelet version stamp missing"; exit 1; }
-  touch "$d/.complete"; log "node: $("$d/kubelet" --version)"
-}
+# ---- the real node's images and DNS (its kubelet and kube-proxy: build_k8s) ------------------------------------
 
 build_coredns() {
   local d=$COREDNS_BIN w
@@ -275,9 +290,13 @@ node="kubelet coredns pause toolbox"
 comps=${*:-$all}
 comps=${comps//node/$node}
 start=$(date +%s)
+want_cp=0; want_node=0; k8s_done=0
+for c in $comps; do
+  case $c in kubernetes|k8s) want_cp=1 ;; kubelet|kube-proxy) want_node=1 ;; esac
+done
 for c in $comps; do
   case $c in
-    kubernetes|k8s) build_kubernetes ;;
+    kubernetes|k8s|kubelet|kube-proxy) [ $k8s_done = 1 ] || build_k8s $want_cp $want_node; k8s_done=1 ;;
     etcd) build_etcd ;;
     kwok) build_kwok ;;
     training-operator) build_training_operator ;;
@@ -287,7 +306,6 @@ for c in $comps; do
     trainer) build_trainer ;;
     jobset) build_jobset ;;
     flux) build_flux ;;
-    kubelet|kube-proxy) build_kubelet ;;
     coredns) build_coredns ;;
     pause) build_pause ;;
     toolbox) build_toolbox ;;

@@ -90,10 +90,10 @@ def slope(values: list[float]) -> float:
 @pytest.mark.parametrize("backend,nodes,steps", [
     ("pytorchjob", 1, 25),   # the whole experiment: its score must rise
     ("pytorchjob", 2, 3),    # FSDP across two pods over gloo
-    # RayJob (head + workers on the two nodes): not in `make test` yet. Its hang in the full suite was TransferQueue
-    # pinning its storage unit to the head (the first Ray node by id), whose one CPU the TaskRunner held; spec.verl now
-    # requires a node with a logical GPU for it. The next try (2026-12-05, beside unit tests) was stopped by Ray's
-    # memory monitor (two 12 GiB workers and a 3 GiB head on this 24 GiB host): it needs a run alone before it joins.
+    # RayJob: head + workers on the two nodes. It once hung when TransferQueue pinned its storage unit to the head
+    # (the first Ray node by id), whose one CPU verl's TaskRunner held: spec.verl requires a node with a logical GPU
+    # for it
+    ("rayjob", 2, 3),
     ("trainjob", 2, 3),      # Trainer v2: JobSet, 2 nodes
 ])
 def test_grpo_exp3_cpu_trains_for_real(real_node, namespace, run_volume, tmp_path, backend, nodes, steps):
