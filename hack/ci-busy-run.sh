@@ -12,7 +12,8 @@ rm -rf "$dir"; git clone -q /work/main "$dir"
 hidden=/root/hidden-cc
 restore() {
   [ -n "${spid:-}" ] && kill "$spid" 2>/dev/null
-  if [ $nocc = 1 ]; then for f in "$hidden"/*; do [ -e "$f" ] && mv "$f" /usr/bin/; done; fi
+  # -L too: a relative link (x86_64-linux-gnu-gcc -> gcc-12) is broken while it sits in $hidden
+  if [ $nocc = 1 ]; then for f in "$hidden"/*; do { [ -e "$f" ] || [ -L "$f" ]; } && mv "$f" /usr/bin/; done; fi
 }
 trap restore EXIT
 if [ $nocc = 1 ]; then

@@ -158,8 +158,11 @@ def test_every_verb_works_with_exactly_the_rendered_rbac_and_each_call_is_needed
     (local / "train.parquet").write_bytes(bytes(range(256)) * 12)
 
     def data_put():
+        # The copy pod (500m CPU) may wait for room: a real-training test in another lane can fill both real nodes for
+        # minutes (a 2-node RayJob takes all of their 2 CPUs). The launcher's own --timeout ends first, so a pod that
+        # never starts fails with its reason rather than with a killed subprocess.
         return launcher("data", "put", str(ks.REPO_ROOT / "configs" / "grpo-exp3-cpu.yaml"), str(local), "-n", ns,
-                        "--set", "storage.claim_name=data-claim", timeout=300)
+                        "--set", "storage.claim_name=data-claim", "--timeout", "900", timeout=1000)
 
     out, _ = ok(data_put(), "data put")
     assert "train.parquet: sent; 3072 bytes verified on arrival" in out, out
