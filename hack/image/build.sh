@@ -38,7 +38,7 @@ buildah rm --all >/dev/null 2>&1 || true  # working containers of a killed build
 # different servers (a cold build: 164 s and 228 s one after the other).
 t0=$SECONDS
 "$HERE/wheels.sh" > "$TMPDIR/wheelhouse.path" & wheels_pid=$!
-base=$("$HERE/base.sh")
+base=$("$HERE/base.sh") || { kill "$wheels_pid" 2>/dev/null; exit 1; }
 say "base $base ($((SECONDS - t0)) s)"
 wait "$wheels_pid" || { say "wheelhouse failed"; exit 1; }
 wheels=$(tail -1 "$TMPDIR/wheelhouse.path")
