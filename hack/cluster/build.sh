@@ -123,7 +123,9 @@ build_coredns() {
   go get "github.com/coredns/coredns@$COREDNS_VERSION" >/dev/null
   mkdir -p "$d"
   go build -p "$JOBS" -trimpath -ldflags "-s -w" -o "$d/coredns" .
-  "$d/coredns" -plugins | grep -q kubernetes || { log "coredns lacks the kubernetes plugin"; exit 1; }
+  # Output captured before it is searched: with pipefail, `cmd | grep -q` or `cmd | head -1` fails with SIGPIPE (141)
+  # when the reader exits before a writer of several lines is done (etcd's --version did, on a cold CI-like run).
+  grep -q kubernetes <<<"$("$d/coredns" -plugins)" || { log "coredns lacks the kubernetes plugin"; exit 1; }
   touch "$d/.complete"; log "coredns: $("$d/coredns" -version | head -1)"
 }
 
@@ -152,7 +154,7 @@ build_etcd() {
   go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null
   mkdir -p "$d"
   go build -p "$JOBS" -trimpath -ldflags "-s -w" -o "$d/etcd" go.etcd.io/etcd/server/v3
-  "$d/etcd" --version | head -1
+  local v; v=$("$d/etcd" --version); echo "${v%%$'\n'*}"  # the first line, without a pipe that can break
   touch "$d/.complete"
 }
 

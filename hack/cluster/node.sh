@@ -78,7 +78,7 @@ _node_network() {
   if ! ip link show "$NODE_BRIDGE" >/dev/null 2>&1; then
     ip link add "$NODE_BRIDGE" type bridge
   fi
-  ip addr show dev "$NODE_BRIDGE" | grep -q "inet $NODE_IP/" || ip addr add "$NODE_IP/${POD_CIDR#*/}" dev "$NODE_BRIDGE"
+  grep -q "inet $NODE_IP/" <<<"$(ip addr show dev "$NODE_BRIDGE")" || ip addr add "$NODE_IP/${POD_CIDR#*/}" dev "$NODE_BRIDGE"
   ip link set "$NODE_BRIDGE" up
   # Bridged pod-to-pod traffic must traverse iptables, or Service DNAT between two pods on the bridge breaks.
   sysctl -qw net.bridge.bridge-nf-call-iptables=1 net.ipv4.ip_forward=1
@@ -173,7 +173,7 @@ _node_small_images_present() {
 
 # the CPU image is imported when the image changed, or when the garbage collector took it
 _node_cpu_image_current() {
-  cmp -s "$CPU_IMAGE_LAYOUT.inputs" "$NODE_DIR/cpu-image.inputs" && ctr_ images ls -q 2>/dev/null | grep -qxF "$CPU_IMAGE_REF"
+  cmp -s "$CPU_IMAGE_LAYOUT.inputs" "$NODE_DIR/cpu-image.inputs" && grep -qxF "$CPU_IMAGE_REF" <<<"$(ctr_ images ls -q 2>/dev/null)"
 }
 
 node_images_current() {
