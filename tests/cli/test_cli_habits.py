@@ -171,6 +171,27 @@ def test_wait_json_on_success(api, capsys):
     assert out["result"] == "succeeded" and out["exitCode"] == 0 and out["state"]["succeeded"] is True
 
 
+def test_wait_on_a_failed_run_shows_the_saved_log_of_a_retry_pod_that_never_started(api, capsys, tmp_path):
+    """The operator's retry of the failed master, Unschedulable once the job failed (CI-like run, 2026-12-05): it has
+    no log; `wait` names why it is pending and shows the earlier instance's log, which the follower saved."""
+    serve_job(api, job(conditions=(("Failed", "True"),)))
+    pod = {"metadata": {"name": f"{JOB}-master-0", "namespace": NS,
+                        "labels": {"training.kubeflow.org/job-name": JOB, "training.kubeflow.org/replica-type": "master",
+                                   "training.kubeflow.org/replica-index": "0"}},
+           "spec": {"containers": [{"name": "pytorch"}]},
+           "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                                                          "reason": "Unschedulable", "message": "0/8 nodes are available"}]}}
+    api.routes[("GET", f"/api/v1/namespaces/{NS}/pods")] = (200, lambda q, b: _listed([pod], q))
+    logs = tmp_path / JOB / "logs"
+    logs.mkdir(parents=True)
+    (logs / f"{JOB}-master-0.log").write_text("step:1 - x:1\nRuntimeError: CUDA error: out of memory\n")
+    assert main(["wait", JOB, "--runs-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "Unschedulable: 0/8 nodes are available" in err, err
+    assert "RuntimeError: CUDA error: out of memory (saved)" in err, err
+    assert "no log:" not in err, err
+
+
 # exit codes -------------------------------------------------------------------------------------
 
 

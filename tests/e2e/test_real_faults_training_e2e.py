@@ -7,8 +7,7 @@
   MLflow (a real server the pods reach at the host's bridge address) holds one run across the resume whose last
   value per step is metrics.jsonl's, TensorBoard's reader gives the same from verl's event files on the volume, and
   `launcher export` completes that MLflow run instead of making a second.
-- Every process of the trainer container stopped with SIGSTOP mid-run (a real hang): the follower's watchdog flags
-  a stall, captures an incident, and `--on-stall delete` ends the run with exit 1.
+- (A stall on real training, its incident and the run's end: tests/e2e/test_real_incidents_e2e.py.)
 - A reward file that always returns 0 (no learning signal): the `health.no_signal` rule with action `stop` ends the
   run with exit 1 and the reason.
 """
@@ -29,7 +28,7 @@ import realnode as rn
 from launcher.export.mlflow_export import mlflow_key
 from launcher_helpers import rows, run_launcher
 from mlflow_server import mlflow_server
-from real_runs import CONFIG, Following, check_resumed, checkpointed, incidents, logged_steps, master, sets_for
+from real_runs import CONFIG, Following, check_resumed, checkpointed, logged_steps, master, sets_for
 from real_runs import real_node, volume  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode]
@@ -110,37 +109,6 @@ def test_trainer_killed_after_a_checkpoint_resumes_from_it_and_completes(real_no
         for key in main:  # no step sent again
             assert sorted((m.step, m.timestamp, m.value) for m in client.get_metric_history(run_id, mlflow_key(key))) \
                 == before[key], key
-
-
-def test_a_stopped_trainer_is_flagged_as_a_stall_and_deleted(real_node, namespace, volume, tmp_path):
-    from launcher.spec.load import load_spec
-
-    info, ns, runs = real_node, namespace, tmp_path / "runs"
-    sets = sets_for(25)
-    job = load_spec(CONFIG, [f"scheduling.namespace={ns}", *sets]).job_name
-    # a short bound, as a user would set for a few-second step: the clock starts at the first step (warm-up excluded)
-    follower = Following(info, ns, runs, sets, "--on-stall", "delete", "--stall-min", "30", "--stall-factor", "5")
-    with follower:
-        ks.wait_for(lambda: (runs / job / "metrics.jsonl").exists() and len(rows(runs / job)) >= 3,
-                    timeout=900, interval=1, what="3 real steps")
-        pod = master(info, ns)
-        rn.ctr("tasks", "kill", "--all", "-s", "SIGSTOP", rn.container_id(pod), node=pod["spec"]["nodeName"])  # a hang
-    rc, err = follower.wait(timeout=600)
-    assert rc == 1, err[-3000:]
-    findings = [json.loads(ln) for ln in (runs / job / "findings.jsonl").read_text().splitlines() if ln.strip()]
-    assert [f["kind"] for f in findings] == ["stall"], findings
-    assert "stall" in err and "deleted" in err, err[-3000:]
-    gone = info.kubectl("get", "pytorchjob", job, "-n", ns, "-o", "name", check=False)
-    assert "NotFound" in gone.stderr or not gone.stdout.strip(), (gone.stdout, gone.stderr)
-    last = rows(runs / job)[-1]["step"]
-    assert 3 <= last < 25, last
-    # the incident: every process of the container is a suspect (stopped), their stacks read all the same
-    [inc] = incidents(runs / job)
-    assert inc["action"] == "delete" and findings[0]["incident"] == inc["dir"].name, (inc["action"], findings)
-    assert len(inc["verdict"]["suspects"]) > 5 and all(s.endswith("(stopped)") for s in inc["verdict"]["suspects"])
-    assert inc["verdict"]["class"] != "unknown" and inc["stack_errors"] == {}, inc["verdict"]
-    assert "[stopped]" in next((inc["dir"] / "stacks").glob("*.txt")).read_text()
-    assert f"(incident {inc['dir']})" in err, err[-3000:]
 
 
 def test_a_reward_that_is_always_zero_trips_the_no_signal_rule_and_stop_ends_the_run(real_node, namespace, volume,

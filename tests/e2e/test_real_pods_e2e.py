@@ -51,8 +51,10 @@ def smoke_checks(text: str) -> dict[str, tuple[str, str]]:
     return out
 
 
-@pytest.mark.parametrize("backend,nodes", [("pytorchjob", 1), ("pytorchjob", 2), ("rayjob", 1), ("rayjob", 2),
-                                          ("trainjob", 2)])  # Trainer v2: the 2-node Ray bootstrap from PET_*
+# RayJob only: PyTorchJob (1 and 2 nodes) and TrainJob (2 nodes) bootstrap real verl training on these nodes in
+# tests/e2e/test_real_training_e2e.py, and `doctor --smoke` runs this workload in test_doctor_e2e.py; the real-node
+# tests run one after another and are CI's critical path
+@pytest.mark.parametrize("backend,nodes", [("rayjob", 1), ("rayjob", 2)])
 def test_smoke_job_runs_to_completion_in_real_pods(real_node, namespace, tmp_path, backend, nodes):
     info, ns, runs = real_node, namespace, tmp_path / "runs"
     sets = [f"backend={backend}", f"resources.nodes={nodes}"]

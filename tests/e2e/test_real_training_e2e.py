@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -155,10 +156,15 @@ def test_grpo_exp3_cpu_trains_for_real(real_node, namespace, run_volume, tmp_pat
         every = "\n".join(logs.values())
         assert f"data: {USER_DATA_DIR}/train.parquet: 24 rows, columns prompt, data_source, ability, reward_model, " \
                "extra_info" in every, every[-3000:]
-    if own:  # ...in verl's own printed config, as the launcher saved it
-        verl_config = json.loads((run / "verl_config.json").read_text())["config"]
-        assert verl_config["actor_rollout_ref"]["rollout"]["max_num_batched_tokens"] == 2048
+    if own:  # ...acted on by verl: its vLLM server started with it (verl prints the server's arguments)
+        every = "\n".join(logs.values())
+        assert re.search(r"'--max_num_batched_tokens',\n\([^)]*\) +'2048',", every), every[-3000:]
         assert json.loads((run / "provenance.json").read_text())["verl_overrides"] == own
+        # verl's printed config, when the launcher could put it back together: Ray forwards the pprint in pieces and
+        # once lost one (a CI-like run, 2026-12-05), so verl_config.json is not always there; when it is, it agrees
+        if (run / "verl_config.json").exists():
+            verl_config = json.loads((run / "verl_config.json").read_text())["config"]
+            assert verl_config["actor_rollout_ref"]["rollout"]["max_num_batched_tokens"] == 2048
 
     rc, out, err = run_launcher(["report", str(run)], info, runs, timeout=300)
     assert rc == 0, err

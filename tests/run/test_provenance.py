@@ -87,6 +87,24 @@ def test_verl_config_is_captured_when_ray_forwards_its_lines_in_pieces():
     assert cap.feed(lines) == cfg
 
 
+def test_verl_config_is_captured_with_the_process_stderr_between_its_pieces():
+    """A real 2-node TrainJob's log (CI-like run on a loaded machine): the TaskRunner's own stderr (logging's
+    `INFO:...`, five warnings of two lines each) landed between two pieces of the pprint, and three pieces began
+    with `{'` (ref, rollout, optim). Ray also lost one piece there (`{'_target_': '...ProfilerConfig',` after
+    `'profiler': `); the fixture puts that one line back, so it shows what the capture must read past."""
+    lines = (Path(__file__).resolve().parents[1] / "fixtures" / "verl_config_stderr_between_pieces.log").read_text()
+    lines = lines.splitlines()
+    assert any(ln.startswith("(TaskRunnerV1 pid=306) INFO:") for ln in lines)  # the fixture still shows what it is for
+    assert sum(ln.startswith("(TaskRunnerV1 pid=306) {'") for ln in lines) >= 4
+    cap = provenance.VerlConfigCapture()
+    got = [c for c in (cap.feed([ln]) for ln in lines) if c]
+    assert len(got) == 1
+    cfg = got[0]
+    assert cfg["actor_rollout_ref"]["rollout"]["max_num_batched_tokens"] == 2048
+    assert cfg["actor_rollout_ref"]["actor"]["profiler"]["_target_"] == "verl.utils.profiler.ProfilerConfig"
+    assert cfg["trainer"]["nnodes"] == 2 and cfg["trainer"]["total_training_steps"] == 3
+
+
 def test_literal_parser_takes_non_finite_floats_and_refuses_code():
     assert provenance.parse_literal("{'a': nan, 'b': [-inf, 1e-06], 'c': None, 'd': (1, 'x')}")["b"][0] == -float("inf")
     assert provenance.parse_literal("__import__('os').system('true')") is None

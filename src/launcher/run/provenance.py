@@ -31,6 +31,9 @@ from launcher.run.dirs import RunDir, write_atomic
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _RAY = re.compile(r"^\((?:[\w.:-]+ )?pid=\d+(?:, ip=[^)]*)?\) ?")
+# The same process's stderr, which Ray forwards apart from its stdout and so between two pieces of the pprint:
+# Python's logging in its default format, and a warning's two lines (`path.py:N: UserWarning: ...`, `  warnings.warn(`).
+_FOREIGN = re.compile(r"^(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):|\S+\.py:\d+: \w*Warning: |\s+warnings\.warn\()")
 VERL_TOP_KEYS = {"actor_rollout_ref", "data", "trainer"}  # a dict without these is some other pprint
 MAX_CONFIG_LINES = 20_000  # verl's full config is ~500 lines; a runaway "{" line never holds memory
 MAX_PPRINT_LINE = 16_384  # characters in one pprint line put back together (pprint wraps at 80 plus its indentation)
@@ -140,7 +143,9 @@ class VerlConfigCapture:
     actor's prefix: `'turbo_config': {'distributed': ` then `{'expert_fully_shard_parallel_size': 1,`, or `None`
     then `,` (tests/fixtures/verl_config_split_by_ray.log, from a real run). pprint starts every next line with
     spaces, so a piece that does not is joined to the line before. A `{'` line may be such a piece or the start of
-    the config, so the capture follows both readings: at most two candidates, each fed only its own actor's lines.
+    the config, so the capture follows both readings: at most three candidates (the oldest, which a piece may
+    continue, the newest before and the new one), each fed only its own actor's lines. The process's own stderr
+    lines (logging, warnings) can land between two pieces: they are left out (`_FOREIGN`).
     """
 
     def __init__(self):
@@ -155,8 +160,12 @@ class VerlConfigCapture:
             clean = _ANSI.sub("", line)
             m = _RAY.match(clean)
             actor, text = (m.group(0).strip() if m else None), _RAY.sub("", clean, count=1)
+            if _FOREIGN.match(text):
+                continue
             if text.startswith("{'"):
-                self._candidates = [*self._candidates[-1:], _Candidate(actor)]
+                # the oldest reading survives later pieces that start with `{'` (a real run had three: ref, rollout,
+                # optim), which keeping only the newest two dropped
+                self._candidates = [*self._candidates[:1], *self._candidates[1:][-1:], _Candidate(actor)]
             for cand in list(self._candidates):
                 if cand.actor != actor:
                     continue  # another actor's line between two of this one's

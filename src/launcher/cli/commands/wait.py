@@ -97,24 +97,34 @@ def _show_failure(kube, ref, state, tail: int, runs_dir: str | None) -> None:
     from launcher.run.dirs import RunDir
 
     pods = J.job_pods(kube, ref) if state.phase != "Deleted" else []
-    if not pods:
-        # the training-operator deletes a failed job's pods (whatever cleanPodPolicy says), taking their logs
-        # along: show what a follower saved in the run directory instead
-        run = RunDir.of(ref.name, runs_dir)
-        saved = sorted(run.logs.glob("*.log")) if run.logs.is_dir() else []
-        if not saved:
-            err(f"{ref.name}: its pods are gone and no log was saved (follow runs with `submit --follow` or "
-                "`logs -f` to keep them)")
-        for path in saved:
+    run = RunDir.of(ref.name, runs_dir)
+
+    def show_saved(paths) -> None:
+        for path in paths:
             short = path.name[:-4].removeprefix(ref.name + "-")
             text = path.read_bytes().decode("utf-8", "replace")
             for line in text.split("\n")[:-1][-tail:]:
                 err(f"[{short}] {line} (saved)")
+
+    if not pods:
+        # the training-operator deletes a failed job's pods (whatever cleanPodPolicy says), taking their logs
+        # along: show what a follower saved in the run directory instead
+        saved = sorted(run.logs.glob("*.log")) if run.logs.is_dir() else []
+        if not saved:
+            err(f"{ref.name}: its pods are gone and no log was saved (follow runs with `submit --follow` or "
+                "`logs -f` to keep them)")
+        show_saved(saved)
     for p in pods:
         problem = J.pod_problem(p)
         short = J.short_name(p, ref.name)
         if problem:
             err(f"[{short}] {problem}")
+        saved = run.logs / f"{p['metadata']['name']}.log"
+        if not (p.get("status") or {}).get("containerStatuses") and saved.is_file():
+            # the operator's retry of a pod that failed, never started (e.g. Unschedulable once the job failed):
+            # it has no log; what failed is in the earlier instance's, which the follower saved
+            show_saved([saved])
+            continue
         container = J.main_container(p)
         try:
             resp = kube.pod_log(p["metadata"]["name"], container=container, tail_lines=tail, timestamps=False,
