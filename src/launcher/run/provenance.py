@@ -36,6 +36,7 @@ _RAY = re.compile(r"^\((?:[\w.:-]+ )?pid=\d+(?:, ip=[^)]*)?\) ?")
 _FOREIGN = re.compile(r"^(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):|\S+\.py:\d+: \w*Warning: |\s+warnings\.warn\()")
 VERL_TOP_KEYS = {"actor_rollout_ref", "data", "trainer"}  # a dict without these is some other pprint
 MAX_CONFIG_LINES = 20_000  # verl's full config is ~500 lines; a runaway "{" line never holds memory
+MAX_READINGS = 8  # readings of a `{'` line followed at once (config start or a piece of one)
 MAX_PPRINT_LINE = 16_384  # characters in one pprint line put back together (pprint wraps at 80 plus its indentation)
 
 
@@ -143,9 +144,9 @@ class VerlConfigCapture:
     actor's prefix: `'turbo_config': {'distributed': ` then `{'expert_fully_shard_parallel_size': 1,`, or `None`
     then `,` (tests/fixtures/verl_config_split_by_ray.log, from a real run). pprint starts every next line with
     spaces, so a piece that does not is joined to the line before. A `{'` line may be such a piece or the start of
-    the config, so the capture follows both readings: at most three candidates (the oldest, which a piece may
-    continue, the newest before and the new one), each fed only its own actor's lines. The process's own stderr
-    lines (logging, warnings) can land between two pieces: they are left out (`_FOREIGN`).
+    the config, so the capture follows every reading still alive (at most MAX_READINGS), each fed only its own
+    actor's lines. The process's own stderr lines (logging, warnings) can land between two pieces: they are left
+    out (`_FOREIGN`).
     """
 
     def __init__(self):
@@ -163,9 +164,11 @@ class VerlConfigCapture:
             if _FOREIGN.match(text):
                 continue
             if text.startswith("{'"):
-                # the oldest reading survives later pieces that start with `{'` (a real run had three: ref, rollout,
-                # optim), which keeping only the newest two dropped
-                self._candidates = [*self._candidates[:1], *self._candidates[1:][-1:], _Candidate(actor)]
+                # every live reading is kept (a real run had three such pieces: ref, rollout, optim; keeping only the
+                # newest two dropped the config's own); a reading dies when its brackets close below zero, and at
+                # MAX_READINGS the oldest and the newest stay
+                live = [*self._candidates, _Candidate(actor)]
+                self._candidates = live if len(live) <= MAX_READINGS else [live[0], *live[1 - MAX_READINGS:]]
             for cand in list(self._candidates):
                 if cand.actor != actor:
                     continue  # another actor's line between two of this one's
