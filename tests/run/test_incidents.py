@@ -1,6 +1,6 @@
 """Incidents (issue 31): the in-pod stack program on a live process, the files of an incident, the report's section,
 and the watch session's `--on-stall restart` with its budget (tests/kube_fakes.FakeKube; the real cluster in
-tests/e2e/test_real_faults_training_e2e.py)."""
+tests/e2e/test_real_incidents_e2e.py)."""
 
 from __future__ import annotations
 
