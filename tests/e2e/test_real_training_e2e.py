@@ -148,22 +148,22 @@ def test_grpo_exp3_cpu_trains_for_real(real_node, namespace, run_volume, tmp_pat
     # run leaves no finding
     assert not (run / "findings.jsonl").exists(), (run / "findings.jsonl").read_text()
     every = "\n".join(logs.values())  # every pod's saved log
+    # verl's printed config, when the launcher could put it back together: Ray forwards the pprint in pieces and once
+    # lost one (a CI-like run, 2026-12-05), so verl_config.json is not always there; when it is, it agrees
+    saved = run / "verl_config.json"
+    verl_config = json.loads(saved.read_text())["config"] if saved.exists() else None
     if user_data:  # ...scored by the user's file, from the ConfigMap, on the user's rows, checked before training
         for r in mine:
             assert {r["critic/score/min"], r["critic/score/max"]} <= {REWARD_EVEN, REWARD_ODD}, r
         assert f"data: {USER_DATA_DIR}/train.parquet: 24 rows, columns prompt, data_source, ability, reward_model, " \
                "extra_info" in every, every[-3000:]
-        if (run / "verl_config.json").exists():  # best effort on Ray's forwarded pprint (below)
-            verl_config = json.loads((run / "verl_config.json").read_text())["config"]
+        if verl_config is not None:
             assert verl_config["reward"]["custom_reward_function"]["path"] == REWARD_FILE_PATH
             assert verl_config["data"]["train_files"] == f"{USER_DATA_DIR}/train.parquet"
     if own:  # ...acted on by verl: its vLLM server started with it (verl prints the server's arguments)
         assert re.search(r"'--max_num_batched_tokens',\n\([^)]*\) +'2048',", every), every[-3000:]
         assert json.loads((run / "provenance.json").read_text())["verl_overrides"] == own
-        # verl's printed config, when the launcher could put it back together: Ray forwards the pprint in pieces and
-        # once lost one (a CI-like run, 2026-12-05), so verl_config.json is not always there; when it is, it agrees
-        if (run / "verl_config.json").exists():
-            verl_config = json.loads((run / "verl_config.json").read_text())["config"]
+        if verl_config is not None:
             assert verl_config["actor_rollout_ref"]["rollout"]["max_num_batched_tokens"] == 2048
 
     rc, out, err = run_launcher(["report", str(run)], info, runs, timeout=300)
