@@ -279,3 +279,21 @@ def test_training_saves_at_the_last_step_and_never_resumes_silently():
     assert spec.checkpoint_path == f"/workspace/checkpoints/verl_grpo_gsm8k/{spec.job_name}"
     assert load_spec(EXP3, ["name=other"]).checkpoint_path.endswith("/other-" + load_spec(EXP3, ["name=other"]).config_hash())
     assert json.dumps(spec.model_dump(mode="json")["trainer"]["resume_mode"]) == '"auto"'
+
+
+def test_a_model_missing_from_the_saved_logs_is_an_error_not_a_silent_gap(tmp_path):
+    """A succeeded job whose saved log lacks a model's marker (a follower once dropped one) must not pass for a
+    complete evaluation: `write_eval` names the model and `launcher eval --follow` exits 1."""
+    from launcher.cli.commands.eval import write_eval
+    from launcher.spec.contract import done_line, marker_line
+
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "e-master-0.log").write_text("\n".join([
+        marker_line("base", model="/m"), "step:0 - val-core/openai/gsm8k/acc/mean@1:0.25", done_line("base", 0),
+        "step:0 - val-core/openai/gsm8k/acc/mean@1:0.5", done_line("checkpoint", 0)]) + "\n")
+    said: list[str] = []
+    assert write_eval(tmp_path, said.append, ["base", "checkpoint"]) == ["checkpoint"]
+    assert json.loads((tmp_path / "eval.json").read_text())["base"]["metrics"] == {
+        "val-core/openai/gsm8k/acc/mean@1": 0.25}
+    assert any(s.startswith("error: no result for model checkpoint in the saved logs") for s in said), said
+    assert write_eval(tmp_path, said.append, ["base"]) == []

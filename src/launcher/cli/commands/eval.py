@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", nargs="?", const="client", choices=["client", "server"],
                         help="client: only render and print; server: send with dryRun=All and print the result")
     parser.add_argument("--follow", "-f", action="store_true",
-                        help="follow the logs until the job finishes, then write eval.json; exit 0/1 by its state")
+                        help="follow the logs until the job finishes, then write eval.json; exit 0 when the job "
+                             "succeeded and every model asked for has its result, else 1")
 
 
 def models_key(baseline: bool, checkpoint: str | None) -> str:
@@ -131,21 +132,28 @@ def _submit(args, spec, name, objects) -> int:
     ref = J.JobRef(spec.backend, name, job)
     result = follow_run(kube, ref, run_dir, total_steps=None)
     code = _exit_for(result.state, err)
-    write_eval(run_dir.path, err)
-    return code
+    wanted = (["base"] if args.baseline else []) + (["checkpoint"] if args.checkpoint is not None or not args.baseline
+                                                    else [])
+    missing = write_eval(run_dir.path, err, wanted)
+    return code or (1 if missing else 0)
 
 
-def write_eval(run_dir, err) -> None:
-    """eval.json from the followed logs, with a one-line summary per model."""
+def write_eval(run_dir, err, wanted=()) -> list[str]:
+    """eval.json from the followed logs, with a one-line summary per model; the `wanted` models it lacks."""
     from launcher.run.eval import EVAL_JSON, HEADLINE_KEY, write_eval_json
     from launcher.spec.contract import LABELS
 
-    doc = write_eval_json(run_dir)
-    if doc is None:
+    doc = write_eval_json(run_dir) or {}
+    if doc:
+        for label in LABELS:
+            if label in doc:
+                acc = doc[label]["metrics"].get(HEADLINE_KEY)
+                err(f"{label}: {HEADLINE_KEY} = {acc if acc is not None else 'not logged'}")
+        err(f"wrote {run_dir / EVAL_JSON}")
+    else:
         err("warning: no [eval] marker in the logs: eval.json not written")
-        return
-    for label in LABELS:
-        if label in doc:
-            acc = doc[label]["metrics"].get(HEADLINE_KEY)
-            err(f"{label}: {HEADLINE_KEY} = {acc if acc is not None else 'not logged'}")
-    err(f"wrote {run_dir / EVAL_JSON}")
+    missing = [label for label in wanted if label not in doc]
+    if missing:  # the job may have succeeded, but without the marker nothing can be attributed to that model
+        err(f"error: no result for model {', '.join(missing)} in the saved logs ({run_dir / 'logs'}): "
+            "its [eval] marker line is not there")
+    return missing
