@@ -88,3 +88,11 @@ def test_prune_drops_the_image_skopeo_left_unnamed(tmp_path):
     assert [d["digest"] for d in json.loads((tmp_path / "index.json").read_text())["manifests"]] == [manifest]
     assert not (tmp_path / "blobs/sha256" / old.split(":")[1]).exists()
     assert layout.manifests(tmp_path)[0]["digest"] == manifest
+
+
+def test_top_is_the_snapshot_an_unpacked_image_has(tmp_path, capsys):
+    """import.sh and node.sh call an image unpacked when this snapshot exists: the CRI's own test. Once a node had the
+    name at the new manifest without it (s7, 2026-12-06), and every pod failed to extract a discarded layer."""
+    _, layers = _image(tmp_path, [b"base", b"venv", b"launcher v2"])
+    assert layout.main(["top", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.strip() == layout.chain_ids(layers)[-1] != layers[-1]

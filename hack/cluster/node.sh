@@ -171,9 +171,11 @@ _node_small_images_present() {
   grep -qxF "$PAUSE_IMAGE" <<<"$have" && grep -qxF "$TOOLBOX_IMAGE" <<<"$have"
 }
 
-# the CPU image is imported when the image changed, or when the garbage collector took it
+# the CPU image is imported when the image changed, when the garbage collector took it, or when its top layer's
+# snapshot is missing (a pod would fail with "failed to extract layer": the layer blobs are discarded after unpacking)
 _node_cpu_image_current() {
-  cmp -s "$CPU_IMAGE_LAYOUT.inputs" "$NODE_DIR/cpu-image.inputs" && grep -qxF "$CPU_IMAGE_REF" <<<"$(ctr_ images ls -q 2>/dev/null)"
+  cmp -s "$CPU_IMAGE_LAYOUT.inputs" "$NODE_DIR/cpu-image.inputs" && grep -qxF "$CPU_IMAGE_REF" <<<"$(ctr_ images ls -q 2>/dev/null)" \
+    && ctr_ snapshots info "$(python3 "$HERE/../image/layout.py" top "$CPU_IMAGE_LAYOUT")" >/dev/null 2>&1
 }
 
 node_images_current() {
@@ -207,9 +209,9 @@ _node_images_initial() {
   [ -f "$CPU_IMAGE_LAYOUT/index.json" ] && [ -x "$HERE/../image/import.sh" ] || {
     say "no CPU image at $CPU_IMAGE_LAYOUT (make image-cpu): the real nodes can run no launcher pod yet"; return 0; }
   node_vars 0
-  cmp -s "$CPU_IMAGE_LAYOUT.inputs" "$NODE_DIR/cpu-image.inputs" || _node_image
+  _node_cpu_image_current || _node_image
   for i in $(seq 1 $(( REAL_NODES - 1 ))); do
-    node_vars "$i"; cmp -s "$CPU_IMAGE_LAYOUT.inputs" "$NODE_DIR/cpu-image.inputs" || todo+=("$i")
+    node_vars "$i"; _node_cpu_image_current || todo+=("$i")
   done
   [ ${#todo[@]} -eq 0 ] && return 0
   say "cloning node 0's images to node(s) ${todo[*]} (hard links)"

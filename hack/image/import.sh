@@ -2,7 +2,7 @@
 # Import the CPU image's OCI layout (hack/image/build.sh) into a containerd (namespace k8s.io, where the kubelet's CRI
 # looks).
 #   hack/image/import.sh [ADDRESS]      ADDRESS defaults to real node 0: $GRPO_CLUSTER_DIR/nodes/0/containerd.sock
-# Skipped when that containerd already has the image name pointing at the layout's manifest digest. Otherwise only
+# Skipped when that containerd already has the image name pointing at the layout's manifest digest, unpacked. Otherwise only
 # the layers the containerd has not unpacked yet travel (layout.py files): after a change under src/, the launcher's
 # own layer, not 6 GB.
 set -euo pipefail
@@ -55,8 +55,11 @@ discard_layers() {
 
 read -r want ref < <(python3 "$HERE/layout.py" ref "$LAYOUT")
 [ -n "$ref" ] || ref=$IMAGE_REF
+top=$(python3 "$HERE/layout.py" top "$LAYOUT")
+# unpacked = the top layer's snapshot exists (what the CRI checks before it runs a container from the image)
+unpacked() { ctrc snapshots info "$top" >/dev/null 2>&1; }
 have=$(ctrc images ls 2>/dev/null | awk -v r="$ref" '$1 == r { print $3 }')
-if [ "$have" = "$want" ]; then
+if [ "$have" = "$want" ] && unpacked; then
   say "$ref already in $ADDRESS ($NS) at $want"
   prune_superseded
   discard_layers "$want"
@@ -68,12 +71,22 @@ fi
 # (--digests would add an "import-<date>@sha256:..." name as well: clutter.)
 snaps=$(mktemp) files=$(mktemp)
 trap 'rm -f "$snaps" "$files"' EXIT
+import_layout() {  # $1: a file of the snapshot keys whose layers need not travel
+  python3 "$HERE/layout.py" files "$LAYOUT" "$1" >"$files"
+  say "importing $ref ($want) into $ADDRESS ($NS): $(grep -c '^blobs/' "$files") blob(s), $(cd "$LAYOUT" && xargs -a "$files" du -cb | tail -1 | awk '{ printf "%.1f MB", $1 / 1e6 }')"
+  tar -C "$LAYOUT" -cf - -T "$files" | ctrc images import -
+}
 ctrc snapshots ls | awk 'NR > 1 { print $1 }' >"$snaps"
-python3 "$HERE/layout.py" files "$LAYOUT" "$snaps" >"$files"
-say "importing $ref ($want) into $ADDRESS ($NS): $(grep -c '^blobs/' "$files") blob(s), $(cd "$LAYOUT" && xargs -a "$files" du -cb | tail -1 | awk '{ printf "%.1f MB", $1 / 1e6 }')"
-tar -C "$LAYOUT" -cf - -T "$files" | ctrc images import -
+import_layout "$snaps"
+# The name can point at the new manifest while its top snapshot is missing: seen once after a launcher-only
+# re-import (the CRI then said "is not unpacked"). Pruning the old names next would let the garbage collector take
+# every snapshot, and the layer blobs were discarded at the last import, so each pod would fail with "failed to
+# extract layer ... content digest not found" for good. Import every blob once more instead (the unpacker then
+# has what it needs), and prune only an image that is unpacked.
+unpacked || { say "$ref is not unpacked in $ADDRESS after the import: importing every layer"; import_layout /dev/null; }
 have=$(ctrc images ls | awk -v r="$ref" '$1 == r { print $3 }')
 [ "$have" = "$want" ] || { say "import did not yield $ref at $want (got '${have:-nothing}')"; exit 1; }
+unpacked || { say "$ref at $want is still not unpacked in $ADDRESS (no snapshot $top)"; exit 1; }
 say "imported $ref"
 prune_superseded
 discard_layers "$want"

@@ -4,6 +4,7 @@
     layout.py prune DIR                -> drops index.json entries without a ref name (the image skopeo's copy of the
                                           same name superseded), then blobs that no manifest left references
     layout.py files DIR [SNAPSHOTS]    -> the paths (relative to DIR) a `tar | ctr images import -` needs
+    layout.py top DIR                  -> the chain ID of the image's top layer: the snapshot an unpacked image has
 
 A directory, not a tar, because skopeo reuses the blobs already in it: a change under src/ writes only the
 launcher's own layer (a few MB) instead of the whole 6 GB image, and nothing is staged in $TMPDIR.
@@ -95,13 +96,21 @@ def import_files(root: Path, snapshots: set[str]) -> list[str]:
     return sorted(files)
 
 
+def top_chain(root: Path) -> str:
+    """The chain ID of the (first) image's top layer: the snapshot key containerd gives it once unpacked."""
+    doc = _json(root, manifests(root)[0]["digest"])
+    return chain_ids(_json(root, doc["config"]["digest"])["rootfs"]["diff_ids"])[-1]
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) < 2 or argv[0] not in ("ref", "prune", "files"):
+    if len(argv) < 2 or argv[0] not in ("ref", "prune", "files", "top"):
         sys.exit(__doc__)
     root = Path(argv[1])
     if argv[0] == "ref":
         desc = manifests(root)[0]
         print(desc["digest"], desc.get("annotations", {}).get(REF_NAME, ""))
+    elif argv[0] == "top":
+        print(top_chain(root))
     elif argv[0] == "prune":
         drop_unnamed(root)
         keep = referenced(root)
