@@ -145,9 +145,8 @@ def skewed(lines: list[str], t0: int) -> list[tuple[int, str]]:
 @pytest.mark.parametrize("cut", [False, True])
 def test_lines_stamped_out_of_order_are_all_kept_once(tmp_path, cut):
     """A marker on stdout written just after a stderr line but stamped before it was dropped as "older than the
-    mark" (CI, 2026-12-05: `[eval] model=checkpoint` lost, eval.json without the trained model). File order is the
-    truth inside a stream; a re-attach (cut) resends from its sinceTime and only the lines already kept are
-    dropped."""
+    mark" (one of two candidate causes of CI's lost `[eval] model=checkpoint`, 2026-12-05). File order is the truth
+    inside a stream; a re-attach (cut) resends from its sinceTime and only the lines already kept are dropped."""
     fk = FakeKube()
     fk.chunk_lines = 2
     fk.put(pytorchjob(JOB))

@@ -7,9 +7,10 @@ position together with each raw log's byte length in `runs/<job>/logs/.follow-st
 
 Why a window and not just the last timestamp: a container runtime stamps stdout and stderr lines in two
 goroutines and appends them under one lock, so the log's order is not always its timestamps' order (a marker
-printed on stdout just after a stderr line can carry the earlier time: seen on containerd under load). A line
-is therefore never judged by its timestamp inside a stream; only a re-attach, which the server answers from
-`sinceTime` (whole seconds) in file order, is deduplicated, against the lines remembered since the floor.
+printed on stdout just after a stderr line can carry the earlier time: one of two candidate causes of a marker
+CI once lost). A line is therefore never judged by its timestamp inside a stream; only a re-attach, which the
+server answers from `sinceTime` (whole seconds) in file order, is deduplicated against the lines remembered since
+the floor.
 """
 
 from __future__ import annotations
