@@ -130,65 +130,6 @@ def test_cut_streams_lose_and_duplicate_nothing_even_within_one_second(tmp_path)
     assert any(r["since_time"] for r in fk.log_requests), "re-attach must resume with sinceTime"
 
 
-def skewed(lines: list[str], t0: int) -> list[tuple[int, str]]:
-    """(timestamp, line) in log order as a container runtime writes stdout and stderr: each marker, stamped by the
-    other stream's goroutine, carries a time 40 us before the line written ahead of it; lines 0.3 s apart, so
-    some skews straddle a second boundary."""
-    out, t = [], t0
-    for line in lines:
-        t += 300_000_000
-        out.append((t - 300_040_000 if line.startswith("[eval]") else t, line))
-        t = out[-1][0] + 40_000 if line.startswith("[eval]") else t
-    return out
-
-
-@pytest.mark.parametrize("cut", [False, True])
-def test_lines_stamped_out_of_order_are_all_kept_once(tmp_path, cut):
-    """A marker on stdout written just after a stderr line but stamped before it was dropped as "older than the
-    mark" (one of two candidate causes of CI's lost `[eval] model=checkpoint`, 2026-12-05). File order is the truth
-    inside a stream; a re-attach (cut) resends from its sinceTime and only the lines already kept are dropped."""
-    fk = FakeKube()
-    fk.chunk_lines = 2
-    fk.put(pytorchjob(JOB))
-    fk.put(pod(POD, JOB))
-    lines = [x for i, ln in enumerate(simlog_lines(5)) for x in ([ln, f"[eval] marker {i}"] if i % 2 else [ln])]
-    stamped = skewed(lines, 1767225600 * 10**9 + 800_000_000)
-    assert any(a[0] > b[0] and a[0] // 10**9 > b[0] // 10**9 for a, b in zip(stamped, stamped[1:]))
-    cuts = []
-
-    def hook(key, chunks):
-        n = len(cuts)
-        for i, c in enumerate(chunks):
-            if cut and n < 12 and i == 1 + n % 4:
-                cuts.append(key)
-                raise ConnectionResetError("cut by test")
-            yield c
-
-    for ns, line in stamped:
-        fk.append(POD, "pytorch", 0, [line], ns=ns)
-    run_dir = RunDir(tmp_path / JOB)
-    f, t, out, _ = start(fk, run_dir, stream_hook=hook)
-    time.sleep(1.0)
-    finish(fk)
-    t.join(20)
-    assert len(cuts) == (12 if cut else 0)
-    assert raw(run_dir) == lines
-    assert [r["step"] for r in rows(run_dir)] == [1, 2, 3, 4, 5]
-
-
-def test_version_1_positions_resume_as_they_were_saved():
-    """A state file written before the window (a launcher upgraded mid-run): the lines at its mark are known and
-    everything before the mark counts as handled, as version 1 meant."""
-    from launcher.run.logpos import Position, line_key
-
-    pos = Position.from_json({"ns": 5_300_000_000, "at_mark": {"a": 2}, "done": False})
-    assert (pos.ns, pos.floor, pos.seen) == (5_300_000_000, 5_300_000_000, {line_key(5_300_000_000, "a"): 2})
-    again = Position.from_json(json.loads(json.dumps(pos.to_json())))
-    assert (again.ns, again.floor, again.seen, again.done) == (pos.ns, pos.floor, pos.seen, False)
-    pos.handled(line_key(7_100_000_000, "b"))  # the floor moves to 6 s (a second below, whole): "a" is forgotten
-    assert (pos.ns, pos.floor, dict(pos.seen)) == (7_100_000_000, 6_000_000_000, {line_key(7_100_000_000, "b"): 1})
-
-
 def test_restarted_launcher_cuts_uncommitted_tail_and_resumes(tmp_path):
     fk = FakeKube()
     fk.put(pytorchjob(JOB))

@@ -3,11 +3,11 @@
 How it stays exactly-once (no duplicated, no lost lines):
 
 - Logs are read with `timestamps=true`. Each stream (pod uid + container + restartCount, an
-  *attempt*) remembers every line it handled since a floor, a whole second at least one second below
-  the latest timestamp (`logpos.Position`). A re-attach asks for `sinceTime=<floor>`; the server
-  returns, in file order, every line stamped at or after it, so lines remembered are dropped once per
-  remembered copy and every other line is new. Inside one stream no line is dropped by its timestamp:
-  a runtime stamps stdout and stderr apart, so file order and time order can differ.
+  *attempt*) remembers the timestamp of the last line it handled and the lines seen at exactly that
+  timestamp (a multiset). A re-attach asks for `sinceTime=<last timestamp>`; the server truncates
+  that to whole seconds and returns the overlap again, so lines older than the mark are dropped and
+  lines at the mark are dropped once per remembered copy. A line is never lost: the server's window
+  always starts at or before the mark.
 - The positions live in `runs/<job>/logs/.follow-state.json` together with the byte length of each
   `logs/<pod>.log`, written atomically after the raw log is flushed. A restarted launcher first cuts
   each raw log back to the recorded length (dropping lines written after the last save), then
@@ -44,7 +44,7 @@ from launcher.kube.client import NODE, ApiError, Kube
 from launcher.run import placement, provenance
 from launcher.run.dirs import RunDir, write_atomic
 from launcher.run.jobstate import PollState, state_source
-from launcher.run.logpos import FollowState, Position, format_since, line_key, lock, parse_ts
+from launcher.run.logpos import FollowState, Position, format_since, lock, parse_ts
 
 
 LineSink = Callable[[str, str], None]  # (pod short name, line text)
@@ -195,9 +195,8 @@ class PodFollower(threading.Thread):
         """One attach: read until EOF, interruption or error: "eof", "cut", "gone" or "unavailable"."""
         key = self.key(attempt)
         pos = self.owner.state.position(key)
-        with self.owner.state.lock:  # what the server will send again: every line handled since the floor
-            replay, floor = Counter(pos.seen), pos.floor
-        since = format_since(floor) if floor is not None else None
+        replay = Counter(pos.at_mark)  # lines at the mark the server will send again
+        since = format_since(pos.ns) if pos.ns is not None else None
         kube = self.owner.kube
         try:
             resp = kube.pod_log(self.pod_name, container=self.container, follow=follow, since_time=since,
@@ -230,7 +229,7 @@ class PodFollower(threading.Thread):
                 if b"\n" not in pending:
                     continue
                 complete, _, pending = pending.rpartition(b"\n")
-                self._handle(attempt, pos, replay, floor, complete.split(b"\n"))
+                self._handle(attempt, pos, replay, complete.split(b"\n"))
         except Exception:  # timeout, reset, shutdown(): a partial last line is dropped, the re-attach resends it
             result = "cut"
         finally:
@@ -240,14 +239,11 @@ class PodFollower(threading.Thread):
                 resp.release_conn()
         if pending and result == "eof" and not follow:
             # a finished log may lack its final newline; the line is complete
-            self._handle(attempt, pos, replay, floor, [pending])
+            self._handle(attempt, pos, replay, [pending])
         return result
 
-    def _handle(self, attempt: int, pos: Position, replay: Counter, floor: int | None, lines: list[bytes]) -> None:
-        """Drop what this attach sends again, append the rest to the raw log, feed metrics, record the position.
-
-        `replay` and `floor` are the position as this attach began (its `sinceTime`): a line below the floor, which
-        a server honouring `sinceTime` never sends, is one sent again by a server that does not."""
+    def _handle(self, attempt: int, pos: Position, replay: Counter, lines: list[bytes]) -> None:
+        """Dedupe at the mark, append to the raw log, feed metrics, then record the new position."""
         out: list[str] = []
         times: list[int] = []
         for raw in lines:
@@ -258,14 +254,18 @@ class PodFollower(threading.Thread):
                 continue  # not a log line (timestamps=true prefixes every line); nothing to place it by
             ns, cut = ts
             text = raw[cut:].decode("utf-8", "replace")
-            key = line_key(ns, text)
-            if floor is not None and ns < floor:
-                continue
-            if replay[key] > 0:
-                replay[key] -= 1
-                continue
             with self.owner.state.lock:
-                pos.handled(key)
+                if pos.ns is not None and ns < pos.ns:
+                    continue
+                if pos.ns is not None and ns == pos.ns:
+                    if replay[text] > 0:
+                        replay[text] -= 1
+                        continue
+                    pos.at_mark[text] += 1
+                else:
+                    pos.ns = ns
+                    pos.at_mark = Counter({text: 1})
+                    replay.clear()
             out.append(text)
             times.append(ns)
         if out:

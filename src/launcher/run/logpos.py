@@ -1,21 +1,13 @@
 """Where a follower is in each log stream, saved so that a killed launcher resumes without duplicates.
 
-Each stream (pod uid + container + restartCount, an *attempt*) keeps the latest timestamp handled, a floor a
-second or more below it, and every line handled at or after the floor (`Position`); `FollowState` saves every
-position together with each raw log's byte length in `runs/<job>/logs/.follow-state.json` (see
-`launcher.run.follow`), and `lock` keeps one follower per run directory.
-
-Why a window and not just the last timestamp: a container runtime stamps stdout and stderr lines in two
-goroutines and appends them under one lock, so the log's order is not always its timestamps' order (a marker
-printed on stdout just after a stderr line can carry the earlier time: one of two candidate causes of a marker
-CI once lost). A line is therefore never judged by its timestamp inside a stream; only a re-attach, which the
-server answers from `sinceTime` (whole seconds) in file order, is deduplicated against the lines remembered since
-the floor.
+Each stream (pod uid + container + restartCount, an *attempt*) keeps the timestamp of the last line handled
+and the lines seen at exactly that timestamp (`Position`); `FollowState` saves every position together with
+each raw log's byte length in `runs/<job>/logs/.follow-state.json` (see `launcher.run.follow`), and `lock`
+keeps one follower per run directory.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import threading
@@ -27,10 +19,7 @@ from pathlib import Path
 from launcher.run.dirs import write_atomic
 
 _TS = re.compile(rb"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ")
-STATE_VERSION = 2
-SECOND = 1_000_000_000
-# how far below the latest timestamp a re-attach starts: covers a stdout/stderr skew across a second boundary
-MARGIN_NS = SECOND
+STATE_VERSION = 1
 
 
 def parse_ts(line: bytes) -> tuple[int, int] | None:
@@ -59,51 +48,20 @@ def format_since(ns: int) -> str:
 # Persisted positions
 
 
-def line_key(ns: int, text: str) -> tuple[int, str]:
-    """What a handled line is remembered by: its timestamp and a short hash of its text."""
-    return ns, hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=8).hexdigest()
-
-
 @dataclass
 class Position:
-    """Where one attempt's stream stands.
-
-    `ns`: the latest timestamp handled. `floor`: a whole second at least `MARGIN_NS` below it, the `sinceTime` of
-    the next attach; every line handled with a timestamp at or after it is in `seen` (a multiset of `line_key`s),
-    so the lines a re-attach sends again are recognised one copy at a time, and a line sent for the first time
-    is kept whatever its timestamp.
-    """
+    """Where one attempt's stream stands: last timestamp and the lines already handled at it."""
 
     ns: int | None = None
-    floor: int | None = None
-    seen: Counter = field(default_factory=Counter)
+    at_mark: Counter = field(default_factory=Counter)
     done: bool = False
 
-    def handled(self, key: tuple[int, str]) -> None:
-        """Record a line just handled; moving the floor up forgets the lines below it."""
-        ns = key[0]
-        if self.floor is None or ns >= self.floor:
-            self.seen[key] += 1
-        if self.ns is None or ns > self.ns:
-            self.ns = ns
-            floor = (ns - MARGIN_NS) // SECOND * SECOND
-            if self.floor is None or floor > self.floor:
-                self.floor = floor
-                self.seen = Counter({k: c for k, c in self.seen.items() if k[0] >= floor})
-
     def to_json(self) -> dict:
-        return {"ns": self.ns, "floor": self.floor, "seen": [[ns, h, c] for (ns, h), c in self.seen.items()],
-                "done": self.done}
+        return {"ns": self.ns, "at_mark": dict(self.at_mark), "done": self.done}
 
     @classmethod
     def from_json(cls, d: dict) -> Position:
-        if "at_mark" in d:  # version 1: the lines at exactly `ns`; everything before it was handled
-            ns = d.get("ns")
-            seen = Counter({line_key(ns, t): c for t, c in (d.get("at_mark") or {}).items()}) if ns is not None \
-                else Counter()
-            return cls(ns, ns, seen, bool(d.get("done")))
-        seen = Counter({(int(ns), str(h)): int(c) for ns, h, c in d.get("seen") or []})
-        return cls(d.get("ns"), d.get("floor"), seen, bool(d.get("done")))
+        return cls(d.get("ns"), Counter(d.get("at_mark") or {}), bool(d.get("done")))
 
 
 class FollowState:
