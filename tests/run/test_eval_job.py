@@ -282,7 +282,7 @@ def test_training_saves_at_the_last_step_and_never_resumes_silently():
 
 
 def test_a_model_missing_from_the_saved_logs_is_an_error_not_a_silent_gap(tmp_path):
-    """A succeeded job whose saved log lacks a model's marker (a follower once dropped one) must not pass for a
+    """A succeeded job whose saved log lacks a model's marker (CI once saved such a log) must not pass for a
     complete evaluation: `write_eval` names the model and `launcher eval --follow` exits 1."""
     from launcher.cli.commands.eval import write_eval
     from launcher.spec.contract import done_line, marker_line
