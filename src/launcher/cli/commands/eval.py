@@ -74,6 +74,7 @@ def plan(args: argparse.Namespace):
         if spec.trainer.save_freq == -1:
             raise BadInput("--checkpoint: trainer.save_freq is -1 in this config, so training saved no checkpoint")
     checkpoint = str(int(checkpoint)) if checkpoint not in (None, "latest") else checkpoint
+    args.checkpoint = checkpoint  # resolved once: `_submit` checks eval.json against the models asked for
     name = eval_job_name(spec, models_key(args.baseline, checkpoint))
     objects = render(spec, component="eval", entry_args=entry_args(args.baseline, checkpoint), instance=name)
     return spec, name, objects
@@ -132,8 +133,7 @@ def _submit(args, spec, name, objects) -> int:
     ref = J.JobRef(spec.backend, name, job)
     result = follow_run(kube, ref, run_dir, total_steps=None)
     code = _exit_for(result.state, err)
-    wanted = (["base"] if args.baseline else []) + (["checkpoint"] if args.checkpoint is not None or not args.baseline
-                                                    else [])
+    wanted = (["base"] if args.baseline else []) + (["checkpoint"] if args.checkpoint is not None else [])
     missing = write_eval(run_dir.path, err, wanted)
     return code or (1 if missing else 0)
 
