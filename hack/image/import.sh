@@ -69,24 +69,33 @@ fi
 # chain ID has a snapshot and never asks for the blob. ctr takes the name from the ref.name annotation and unpacks
 # into the default snapshotter (overlayfs), which the CRI then uses as is; the CRI adds its own sha256:<config> name.
 # (--digests would add an "import-<date>@sha256:..." name as well: clutter.)
+# Once `ctr images import` moves the name to the new manifest, nothing references the previous image's snapshots
+# until the new one is unpacked (its unpack lease covers only what it creates): a garbage collection in that window
+# (containerd runs one after any deletion) takes them, base layers included, whose blobs were discarded at the last
+# import, so the unpack fails with "failed to extract layer ... content digest not found" (CI, 2026-12-06; with a
+# collection looping beside it, 21 of 80 re-imports failed so). A second name holds the previous image until the
+# import is done.
+keep="$ref-import-keep"
 snaps=$(mktemp) files=$(mktemp)
-trap 'rm -f "$snaps" "$files"' EXIT
+trap 'rm -f "$snaps" "$files"; ctrc images rm "$keep" >/dev/null 2>&1 || true' EXIT
+[ -z "$have" ] || ctrc images tag --force "$ref" "$keep" >/dev/null
 import_layout() {  # $1: a file of the snapshot keys whose layers need not travel
   python3 "$HERE/layout.py" files "$LAYOUT" "$1" >"$files"
   say "importing $ref ($want) into $ADDRESS ($NS): $(grep -c '^blobs/' "$files") blob(s), $(cd "$LAYOUT" && xargs -a "$files" du -cb | tail -1 | awk '{ printf "%.1f MB", $1 / 1e6 }')"
   tar -C "$LAYOUT" -cf - -T "$files" | ctrc images import -
 }
 ctrc snapshots ls | awk 'NR > 1 { print $1 }' >"$snaps"
-import_layout "$snaps"
-# The name can point at the new manifest while its top snapshot is missing: seen once after a launcher-only
-# re-import (the CRI then said "is not unpacked"). Pruning the old names next would let the garbage collector take
-# every snapshot, and the layer blobs were discarded at the last import, so each pod would fail with "failed to
-# extract layer ... content digest not found" for good. Import every blob once more instead (the unpacker then
-# has what it needs), and prune only an image that is unpacked.
-unpacked || { say "$ref is not unpacked in $ADDRESS after the import: importing every layer"; import_layout /dev/null; }
+# A snapshot no image holds (the keep name holds only the previous image's) can still go before the unpack reaches
+# it, and the name can end at the new manifest without its top snapshot (seen once, s7). Either way import every
+# blob once more (the unpacker then has what it needs), and prune only an image that is unpacked.
+if ! import_layout "$snaps" || ! unpacked; then
+  say "$ref is not unpacked in $ADDRESS after the import: importing every layer"
+  import_layout /dev/null
+fi
 have=$(ctrc images ls | awk -v r="$ref" '$1 == r { print $3 }')
 [ "$have" = "$want" ] || { say "import did not yield $ref at $want (got '${have:-nothing}')"; exit 1; }
 unpacked || { say "$ref at $want is still not unpacked in $ADDRESS (no snapshot $top)"; exit 1; }
 say "imported $ref"
+ctrc images rm "$keep" >/dev/null 2>&1 || true
 prune_superseded
 discard_layers "$want"
