@@ -5,9 +5,9 @@ How it stays exactly-once (no duplicated, no lost lines):
 - Logs are read with `timestamps=true`. Each stream (pod uid + container + restartCount, an
   *attempt*) remembers the timestamp of the last line it handled and the lines seen at exactly that
   timestamp (a multiset). A re-attach asks for `sinceTime=<last timestamp>`; the server truncates
-  that to whole seconds and returns the overlap again, so lines older than the mark are dropped and
-  lines at the mark are dropped once per remembered copy. A line is never lost: the server's window
-  always starts at or before the mark.
+  that to whole seconds and returns the overlap again, so until the answer passes the mark, lines older
+  than it are dropped and lines at it are dropped once per remembered copy (`_Resent`: stamps need not
+  rise line by line). A line is never lost: the server's window always starts at or before the mark.
 - The positions live in `runs/<job>/logs/.follow-state.json` together with the byte length of each
   `logs/<pod>.log`, written atomically after the raw log is flushed. A restarted launcher first cuts
   each raw log back to the recorded length (dropping lines written after the last save), then
@@ -195,7 +195,7 @@ class PodFollower(threading.Thread):
         """One attach: read until EOF, interruption or error: "eof", "cut", "gone" or "unavailable"."""
         key = self.key(attempt)
         pos = self.owner.state.position(key)
-        replay = Counter(pos.at_mark)  # lines at the mark the server will send again
+        resent = _Resent(pos.ns, Counter(pos.at_mark))
         since = format_since(pos.ns) if pos.ns is not None else None
         kube = self.owner.kube
         try:
@@ -229,7 +229,7 @@ class PodFollower(threading.Thread):
                 if b"\n" not in pending:
                     continue
                 complete, _, pending = pending.rpartition(b"\n")
-                self._handle(attempt, pos, replay, complete.split(b"\n"))
+                self._handle(attempt, pos, resent, complete.split(b"\n"))
         except Exception:  # timeout, reset, shutdown(): a partial last line is dropped, the re-attach resends it
             result = "cut"
         finally:
@@ -239,11 +239,11 @@ class PodFollower(threading.Thread):
                 resp.release_conn()
         if pending and result == "eof" and not follow:
             # a finished log may lack its final newline; the line is complete
-            self._handle(attempt, pos, replay, [pending])
+            self._handle(attempt, pos, resent, [pending])
         return result
 
-    def _handle(self, attempt: int, pos: Position, replay: Counter, lines: list[bytes]) -> None:
-        """Dedupe at the mark, append to the raw log, feed metrics, then record the new position."""
+    def _handle(self, attempt: int, pos: Position, resent: _Resent, lines: list[bytes]) -> None:
+        """Drop what the server sent again, append to the raw log, feed metrics, then record the new position."""
         out: list[str] = []
         times: list[int] = []
         for raw in lines:
@@ -255,21 +255,46 @@ class PodFollower(threading.Thread):
             ns, cut = ts
             text = raw[cut:].decode("utf-8", "replace")
             with self.owner.state.lock:
-                if pos.ns is not None and ns < pos.ns:
+                if resent.again(ns, text):
                     continue
-                if pos.ns is not None and ns == pos.ns:
-                    if replay[text] > 0:
-                        replay[text] -= 1
-                        continue
-                    pos.at_mark[text] += 1
-                else:
+                # the mark is the latest stamp handled: a line stamped earlier than the one before it (stdout and
+                # stderr are stamped apart, see _Resent) is new all the same, and leaves the mark where it is
+                if pos.ns is None or ns > pos.ns:
                     pos.ns = ns
                     pos.at_mark = Counter({text: 1})
-                    replay.clear()
+                elif ns == pos.ns:
+                    pos.at_mark[text] += 1
             out.append(text)
             times.append(ns)
         if out:
             self.owner.deliver(self, attempt, out, pos, times)
+
+
+class _Resent:
+    """What one attach's answer repeats: it starts at the mark's whole second (`sinceTime`), so its first lines up to
+    the mark were handled before. Lines come in file order, but their stamps need not rise: the runtime stamps
+    stdout and stderr in a goroutine each and writes whichever comes first, so an `[eval] model=...` line on stdout
+    can follow, stamped microseconds earlier, a stderr line (a line so dropped cost CI a result, 2026-12-05). So a
+    stamp below the mark means "resent" only before the answer passes the mark; after that, every line is new.
+    (One line stamped below the mark and written after it, when a cut fell between the two, is still taken for
+    resent; without a record of every line handled, nothing tells it apart.)"""
+
+    def __init__(self, mark: int | None, at_mark: Counter):
+        self.mark = mark
+        self.at_mark = at_mark  # the lines handled at the mark, each sent again once
+        self.past = mark is None  # beyond what was handled: nothing more to drop
+
+    def again(self, ns: int, text: str) -> bool:
+        """Whether this line (in answer order) was handled on an earlier attach."""
+        if self.past:
+            return False
+        if ns < self.mark:
+            return True
+        if ns == self.mark and self.at_mark[text] > 0:
+            self.at_mark[text] -= 1
+            return True
+        self.past = True
+        return False
 
 
 def transient(exc: ClusterError) -> bool:
