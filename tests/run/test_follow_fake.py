@@ -12,7 +12,7 @@ from kube_fakes import FakeKube, pod, pytorchjob
 import simlog
 from launcher.run.follow import LogFollower
 from launcher.run.logpos import FollowState, parse_ts
-from launcher.kube import jobs as J
+from launcher.kube import client, jobs as J
 from launcher.run.dirs import RunDir
 from follow_support import raw, rows, wait_until
 
@@ -383,3 +383,30 @@ def test_a_line_stamped_before_the_one_above_it_is_kept_once(tmp_path, cut_after
     assert not t.is_alive()
     assert len(cuts) == (cut_after is not None)
     assert raw(run_dir) == [text for text, _ in stamped]
+
+
+def test_a_pod_replaced_under_its_name_is_not_read_by_the_old_pods_follower(tmp_path):
+    """Eviction: the pod is deleted and the operator creates one of the same name. A log request names the pod, not
+    its uid, so the old pod's follower, reading on, would get the replacement's log and file its lines a second
+    time. Once the replacement is listed, the old follower stops: each line is in the raw log once."""
+    fk = FakeKube()
+    fk.put(pytorchjob(JOB))
+    fk.put(pod(POD, JOB, uid="first"))
+    before = [f"first pod line {i}" for i in range(5)]
+    fk.append(POD, "pytorch", 0, before)
+    run_dir = RunDir(tmp_path / JOB)
+    f, t, out, _ = start(fk, run_dir)
+    assert wait_until(lambda: (run_dir.logs / f"{POD}.log").exists() and raw(run_dir) == before)
+    fk.delete(client.POD, POD)
+    fk.put(pod(POD, JOB, state="ContainerCreating"))  # the replacement, listed before its container starts
+    assert wait_until(lambda: f.followers["first"].replaced.is_set())
+    with fk.cond:
+        del fk.logs[(POD, "pytorch", 0)]  # the name's log is the replacement's from now on
+    after = [f"replacement line {i}" for i in range(8)]
+    fk.put(pod(POD, JOB))
+    fk.append(POD, "pytorch", 0, after)
+    assert wait_until(lambda: len(raw(run_dir)) >= len(before) + len(after))
+    finish(fk)
+    t.join(10)
+    assert not t.is_alive()
+    assert raw(run_dir) == before + after

@@ -65,6 +65,9 @@ class PodFollower(threading.Thread):
         self.short = J.short_name(pod, owner.ref.name)
         self.pod = pod  # latest status, updated by the owner
         self.finish = threading.Event()  # the owner says: the job/pod is over, drain and stop
+        # the owner says: a pod of the same name but another uid replaced this one (eviction, node loss). A log
+        # request names the pod, not its uid, so any further read would be the replacement's log, filed here.
+        self.replaced = threading.Event()
         self.wake = threading.Event()
         self._resp = None
         self._resp_lock = threading.Lock()
@@ -193,6 +196,8 @@ class PodFollower(threading.Thread):
 
     def _read(self, attempt: int, *, follow: bool, previous: bool) -> str:
         """One attach: read until EOF, interruption or error: "eof", "cut", "gone" or "unavailable"."""
+        if self.replaced.is_set():
+            return "gone"
         key = self.key(attempt)
         pos = self.owner.state.position(key)
         resent = _Resent(pos.ns, Counter(pos.at_mark))
@@ -485,6 +490,7 @@ class LogFollower:
                     finishing = True
                 for pod in pods:
                     self._track(pod, finishing)
+                self._replaced(pods)
                 if finishing:
                     for pf in self.followers.values():
                         pf.finish.set()
@@ -569,6 +575,15 @@ class LogFollower:
             pf.finish.set()
         self.followers[uid] = pf
         pf.start()
+
+    def _replaced(self, pods: list[dict]) -> None:
+        """Stop the follower of a pod that another pod of its name replaced (only then: a pod merely missing from
+        this listing may still be there, and a deleted one answers its log requests with 404 by itself)."""
+        uids = {p["metadata"]["name"]: p["metadata"].get("uid") or p["metadata"]["name"] for p in pods}
+        for uid, pf in self.followers.items():
+            if uids.get(pf.pod_name, uid) != uid and not pf.replaced.is_set():
+                pf.replaced.set()
+                pf.interrupt()
 
     def _register_log(self, fname: str) -> None:
         """Record a raw log's length before its follower first reads: a launcher killed in its first delivery
