@@ -3,7 +3,7 @@
 # any named on the command line (`make image-cpu`: buildah skopeo mmdebstrap), installed only when missing. They are not started as services: node.sh runs them with private state.
 # Usage: hack/cluster/install-node-deps.sh [extra packages...]
 set -euo pipefail
-pkgs=(containerd runc containernetworking-plugins iptables "$@")
+pkgs=(containerd runc containernetworking-plugins iptables iproute2 "$@")  # iproute2: ss (node.sh)
 missing=()
 for p in "${pkgs[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p"); done
 [ ${#missing[@]} -eq 0 ] && exit 0

@@ -281,6 +281,21 @@ EOF
   fi
 }
 
+# Every kubelet's device-plugin registry is /var/lib/kubelet/device-plugins/kubelet.sock, whatever its --root-dir (a
+# constant in the kubelet), and each removes that file, then binds it. Two kubelets starting at once can both remove
+# it before either binds; the second bind then fails ("address already in use"), and that kubelet exits (s8,
+# 2026-12-06: kubelet-1 died at start, the real nodes were never ready, and a third of the cluster tests errored). So
+# the next kubelet starts only once this one holds the socket; it then takes the path over (no device plugins here).
+_node_kubelet_bound() {
+  local pid; pid=$(cat "$PIDS/kubelet-$NODE_I.pid")
+  for _ in $(seq 480); do
+    ss -xlp 2>/dev/null | grep -F /var/lib/kubelet/device-plugins/kubelet.sock | grep -q "pid=$pid," && return 0
+    pid_alive "kubelet-$NODE_I" || break
+    sleep 0.25
+  done
+  tail -n 30 "$LOGS/kubelet-$NODE_I.log" >&2; echo "kubelet-$NODE_I did not bind its device-plugin socket" >&2; exit 1
+}
+
 _node_proxy_dns() {
   write_file "$NODE_DIR/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -363,7 +378,8 @@ node_up() {
   done
   pid_alive kubelet-0 || _node_images_initial
   for i in $(seq 0 $(( REAL_NODES - 1 ))); do
-    node_vars "$i"; _node_kubelet
+    node_vars "$i"
+    if pid_alive "kubelet-$i"; then _node_kubelet; else _node_kubelet; _node_kubelet_bound; fi
   done
   _node_proxy_dns
   for _ in $(seq 240); do node_ok && break; sleep 0.5; done
