@@ -371,15 +371,15 @@ EOF
 }
 
 node_up() {
-  local t0 i; t0=$(date +%s)
+  local t0 i fresh; t0=$(date +%s)
   say "real nodes: starting $REAL_NODES (each: containerd, CNI bridge, kubelet), kube-proxy, CoreDNS"
   for i in $(seq 0 $(( REAL_NODES - 1 ))); do
     node_vars "$i"; _node_network; _node_containerd
   done
   pid_alive kubelet-0 || _node_images_initial
   for i in $(seq 0 $(( REAL_NODES - 1 ))); do
-    node_vars "$i"
-    if pid_alive "kubelet-$i"; then _node_kubelet; else _node_kubelet; _node_kubelet_bound; fi
+    node_vars "$i"; fresh=; pid_alive "kubelet-$i" || fresh=1
+    _node_kubelet; [ -z "$fresh" ] || _node_kubelet_bound
   done
   _node_proxy_dns
   for _ in $(seq 240); do node_ok && break; sleep 0.5; done

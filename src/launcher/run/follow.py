@@ -279,7 +279,7 @@ class _Resent:
     """What one attach's answer repeats: it starts at the mark's whole second (`sinceTime`), so its first lines up to
     the mark were handled before. Lines come in file order, but their stamps need not rise: the runtime stamps
     stdout and stderr in a goroutine each and writes whichever comes first, so an `[eval] model=...` line on stdout
-    can follow, stamped microseconds earlier, a stderr line (a line so dropped cost CI a result, 2026-12-05). So a
+    can follow, stamped microseconds earlier, a stderr line (the likely loss of a result in CI, 2026-12-05). So a
     stamp below the mark means "resent" only before the answer passes the mark; after that, every line is new.
     (One line stamped below the mark and written after it, when a cut fell between the two, is still taken for
     resent; without a record of every line handled, nothing tells it apart.)"""
