@@ -93,11 +93,11 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.a
     log = open(base / "containerd.log", "w")
     proc = subprocess.Popen(["containerd", "--config", str(base / "config.toml")], stdout=log, stderr=log)
 
-    def ctr(*args: str, check: bool = True) -> str:
-        done = subprocess.run(["ctr", "--address", str(sock), "-n", "k8s.io", *args], capture_output=True,
-                              text=True, timeout=120)
-        assert not check or done.returncode == 0, f"ctr {' '.join(args)}: {done.stderr}"
-        return done.stdout
+    def ctr(*args: str, check: bool = True, stdin: bytes | None = None) -> str:
+        done = subprocess.run(["ctr", "--address", str(sock), "-n", "k8s.io", *args], input=stdin,
+                              capture_output=True, timeout=120)
+        assert not check or done.returncode == 0, f"ctr {' '.join(args)}: {done.stderr.decode()}"
+        return done.stdout.decode()
 
     try:
         while subprocess.run(["ctr", "--address", str(sock), "version"], capture_output=True).returncode != 0:
@@ -130,8 +130,7 @@ def test_a_reimport_keeps_the_base_layers_while_the_garbage_collector_runs(conta
     write_layout(tmp_path / "other", "example.com/other:1", [_layer("o", "other", 4096)])
     other = subprocess.run(["tar", "-C", str(tmp_path / "other"), "-cf", "-", "oci-layout", "index.json", "blobs"],
                            capture_output=True, check=True).stdout
-    subprocess.run(["ctr", "--address", str(ctr.sock), "-n", "k8s.io", "images", "import", "-"], input=other,
-                   capture_output=True, check=True)
+    ctr("images", "import", "-", stdin=other)
 
     stop = threading.Event()
 
