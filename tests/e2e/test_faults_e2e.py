@@ -70,7 +70,44 @@ def test_stream_cut_several_times(kube_cluster, namespace, tmp_path):
     assert rows(runs / job) == expected_rows(STEPS, seed=5)
 
 
-def test_watch_expires_410_mid_run_relists_and_loses_nothing(kube_cluster, namespace, tmp_path):
+def _pods_watch_from_1_refused(core) -> bool:
+    """Does the API server answer a pods watch from resourceVersion 1 with 410 Gone?"""
+    r = core.list_pod_for_all_namespaces(watch=True, resource_version="1", timeout_seconds=1, _preload_content=False)
+    return b'"code":410' in r.data
+
+
+def _make_the_pods_watch_cache_drop_an_event(api, ns: str) -> None:
+    """Make the pods watch from resourceVersion 1 expire, as it does on any cluster that has been busy a while.
+
+    The API server's watch cache (k8s.io/apiserver 0.35 watch_cache.go) replays any version since its first list until
+    it has dropped an event from its buffer. The pods cache made that list when the API server started on an empty
+    etcd (version ~1), so on a fresh quiet cluster "1" is still served (stop 40, stop 41). The buffer drops an event
+    only when full with its oldest event over 75 s old (younger, it doubles): 100 pod events, a 76 s wait, then pod
+    events until the watch is refused. A busy cluster (CI) refuses at once."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(api)
+    if _pods_watch_from_1_refused(core):
+        return
+    name = "watch-cache-filler"
+    core.create_namespaced_pod(ns, client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1PodSpec(node_selector={"e2e.grpo-launcher/no-such-node": "true"},  # stays Pending
+                              containers=[client.V1Container(name="c", image="registry.k8s.io/pause:3.10")])))
+    try:
+        for i in range(100):
+            core.patch_namespaced_pod(name, ns, {"metadata": {"annotations": {"tick": str(i)}}})
+        time.sleep(76)
+        for i in range(100, 2100):
+            core.patch_namespaced_pod(name, ns, {"metadata": {"annotations": {"tick": str(i)}}})
+            if i % 50 == 0 and _pods_watch_from_1_refused(core):
+                return
+        raise AssertionError("2,100 pod events did not make the pods watch from resourceVersion 1 expire")
+    finally:
+        core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
+
+
+def test_watch_expires_410_mid_run_relists_and_loses_nothing(kube_cluster, kube_api, namespace, tmp_path):
     """The follower's pod and job watches are made to resume from resourceVersion 1, long compacted: the real
     API server answers 410 Gone ("too old resource version"), the informers list again and watch on, and the
     run is followed to the end with every line once."""
@@ -80,6 +117,7 @@ def test_watch_expires_410_mid_run_relists_and_loses_nothing(kube_cluster, names
     from launcher.run.dirs import RunDir
 
     ns, runs = namespace, tmp_path / "runs"
+    _make_the_pods_watch_cache_drop_an_event(kube_api, ns)
     # the pod runs until the test ends it (ks.finish_pods) and the rest of its log comes only after the watches
     # expired: no fixed time that a busy machine could use up before the checks
     delay = "3600s"
