@@ -108,9 +108,9 @@ def _make_the_pods_watch_cache_drop_an_event(api, ns: str) -> None:
 
 
 def test_watch_expires_410_mid_run_relists_and_loses_nothing(kube_cluster, kube_api, namespace, tmp_path):
-    """The follower's pod and job watches are made to resume from resourceVersion 1, long compacted: the real
-    API server answers 410 Gone ("too old resource version"), the informers list again and watch on, and the
-    run is followed to the end with every line once."""
+    """The follower's pod and job watches are made to resume from resourceVersion 1, older than the API server's
+    watch caches reach: the real API server answers 410 Gone ("too old resource version"), the informers list again
+    and watch on, and the run is followed to the end with every line once."""
     from launcher.run.follow import LogFollower
     from launcher.run.jobstate import WatchState
     from launcher.kube.informer import ClusterStateCache

@@ -99,7 +99,7 @@ def _condition(job: dict, kind: str) -> bool:
     return any(c["type"] == kind and c["status"] == "True" for c in job.get("status", {}).get("conditions", []))
 
 
-def _pod_uids(info, ns: str, job: str) -> dict[str, tuple[str, int]]:
+def _pod_identities(info, ns: str, job: str) -> dict[str, tuple[str, int]]:
     """Each pod of the job: its uid and its containers' restarts (a re-created or restarted pod changes them)."""
     pods = json.loads(info.kubectl("-n", ns, "get", "pods", "-l", f"app.kubernetes.io/instance={job}",
                                    "-o", "json").stdout)["items"]
@@ -145,7 +145,7 @@ def test_commits_start_runs_through_flux_and_flux_never_reruns_prunes_or_overwri
     # running before the next commit: under CI load its pod had not started when exp4 appeared (stop 41's CI)
     ks.wait_for(lambda: _condition(_jobs(info, ns)[exp3], "Running"), timeout=120, interval=1,
                 what=f"{exp3} to be Running")
-    pods3 = _pod_uids(info, ns, exp3)
+    pods3 = _pod_identities(info, ns, exp3)
 
     # 2. a changed value is a new run (new name); the first keeps running, untouched
     delay4 = json.dumps({ks.POD_COMPLETE_DELAY: "20s"})
@@ -163,7 +163,7 @@ def test_commits_start_runs_through_flux_and_flux_never_reruns_prunes_or_overwri
     conditions = jobs[exp3].get("status", {}).get("conditions", [])
     assert not {"Restarting", "Failed"} & {c["type"] for c in conditions}, conditions
     assert conditions[-1]["type"] in ("Running", "Succeeded") and conditions[-1]["status"] == "True", conditions
-    assert _pod_uids(info, ns, exp3) == pods3
+    assert _pod_identities(info, ns, exp3) == pods3
 
     out, err = follow.communicate(timeout=150)
     assert follow.returncode == 0, err[-3000:]
