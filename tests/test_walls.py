@@ -129,3 +129,11 @@ def test_no_import_cycle_between_parts():
     for a, targets in edges.items():
         for b in targets:
             assert a not in edges.get(b, set()), f"{a} and {b} import each other"
+
+
+MAX_MODULE_LINES = 600  # ARCHITECTURE.md ("Layout"): a longer module is split by what it holds
+
+
+def test_no_module_is_over_the_line_limit():
+    long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by what they hold): {long}"

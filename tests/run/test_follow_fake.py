@@ -356,7 +356,7 @@ def test_launcher_killed_in_its_first_delivery_restarts_without_duplicates(tmp_p
 def test_a_line_stamped_before_the_one_above_it_is_kept_once(tmp_path, cut_after):
     """The runtime stamps stdout and stderr apart, so a line can be stamped microseconds before the line written
     above it (CI lost eval's `[eval] model=checkpoint` line so). Kept, in file order, once, read in one attach or
-    re-read after a cut below it. (A cut between the two lines still loses it: follow._Resent says why.)"""
+    re-read after a cut below it. (A cut between the two lines still loses it: logpos.Resent says why.)"""
     fk = FakeKube()
     fk.chunk_lines = 1
     fk.put(pytorchjob(JOB))

@@ -488,6 +488,13 @@ class ClusterTimeout(ClusterError):
     """The API server accepted the connection but did not answer in time."""
 
 
+def transient(exc: ClusterError) -> bool:
+    """Worth retrying: unreachable, timed out, or a 429/5xx (an API server restarting answers these)."""
+    if isinstance(exc, (ClusterUnreachable, ClusterTimeout)):
+        return True
+    return isinstance(exc, ApiError) and (exc.status == 429 or exc.status >= 500)
+
+
 def _status_line(status: int, message: str, what: str, server: str) -> str:
     msg = message or "no details"
     if status == 401:

@@ -6,7 +6,7 @@ How it stays exactly-once (no duplicated, no lost lines):
   *attempt*) remembers the timestamp of the last line it handled and the lines seen at exactly that
   timestamp (a multiset). A re-attach asks for `sinceTime=<last timestamp>`; the server truncates
   that to whole seconds and returns the overlap again, so until the answer passes the mark, lines older
-  than it are dropped and lines at it are dropped once per remembered copy (`_Resent`: stamps need not
+  than it are dropped and lines at it are dropped once per remembered copy (`logpos.Resent`: stamps need not
   rise line by line). A line is never lost: the server's window always starts at or before the mark.
 - The positions live in `runs/<job>/logs/.follow-state.json` together with the byte length of each
   `logs/<pod>.log`, written atomically after the raw log is flushed. A restarted launcher first cuts
@@ -40,11 +40,11 @@ from typing import Callable, Iterable, Iterator
 
 from launcher.errors import ClusterError
 from launcher.kube import jobs as J
-from launcher.kube.client import NODE, ApiError, Kube
+from launcher.kube.client import NODE, ApiError, Kube, transient
 from launcher.run import placement, provenance
 from launcher.run.dirs import RunDir, write_atomic
 from launcher.run.jobstate import PollState, state_source
-from launcher.run.logpos import FollowState, Position, format_since, lock, parse_ts
+from launcher.run.logpos import FollowState, Position, Resent, format_since, lock, parse_ts
 
 
 LineSink = Callable[[str, str], None]  # (pod short name, line text)
@@ -200,7 +200,7 @@ class PodFollower(threading.Thread):
             return "gone"
         key = self.key(attempt)
         pos = self.owner.state.position(key)
-        resent = _Resent(pos.ns, Counter(pos.at_mark))
+        resent = Resent(pos.ns, Counter(pos.at_mark))
         since = format_since(pos.ns) if pos.ns is not None else None
         kube = self.owner.kube
         try:
@@ -247,7 +247,7 @@ class PodFollower(threading.Thread):
             self._handle(attempt, pos, resent, [pending])
         return result
 
-    def _handle(self, attempt: int, pos: Position, resent: _Resent, lines: list[bytes]) -> None:
+    def _handle(self, attempt: int, pos: Position, resent: Resent, lines: list[bytes]) -> None:
         """Drop what the server sent again, append to the raw log, feed metrics, then record the new position."""
         out: list[str] = []
         times: list[int] = []
@@ -263,7 +263,7 @@ class PodFollower(threading.Thread):
                 if resent.again(ns, text):
                     continue
                 # the mark is the latest stamp handled: a line stamped earlier than the one before it (stdout and
-                # stderr are stamped apart, see _Resent) is new all the same, and leaves the mark where it is
+                # stderr are stamped apart, see logpos.Resent) is new all the same, and leaves the mark where it is
                 if pos.ns is None or ns > pos.ns:
                     pos.ns = ns
                     pos.at_mark = Counter({text: 1})
@@ -273,42 +273,6 @@ class PodFollower(threading.Thread):
             times.append(ns)
         if out:
             self.owner.deliver(self, attempt, out, pos, times)
-
-
-class _Resent:
-    """What one attach's answer repeats: it starts at the mark's whole second (`sinceTime`), so its first lines up to
-    the mark were handled before. Lines come in file order, but their stamps need not rise: the runtime stamps
-    stdout and stderr in a goroutine each and writes whichever comes first, so an `[eval] model=...` line on stdout
-    can follow, stamped microseconds earlier, a stderr line (the likely loss of a result in CI, 2026-12-05). So a
-    stamp below the mark means "resent" only before the answer passes the mark; after that, every line is new.
-    (One line stamped below the mark and written after it, when a cut fell between the two, is still taken for
-    resent; without a record of every line handled, nothing tells it apart.)"""
-
-    def __init__(self, mark: int | None, at_mark: Counter):
-        self.mark = mark
-        self.at_mark = at_mark  # the lines handled at the mark, each sent again once
-        self.past = mark is None  # beyond what was handled: nothing more to drop
-
-    def again(self, ns: int, text: str) -> bool:
-        """Whether this line (in answer order) was handled on an earlier attach."""
-        if self.past:
-            return False
-        if ns < self.mark:
-            return True
-        if ns == self.mark and self.at_mark[text] > 0:
-            self.at_mark[text] -= 1
-            return True
-        self.past = True
-        return False
-
-
-def transient(exc: ClusterError) -> bool:
-    """Worth retrying: unreachable, timed out, or a 429/5xx (an API server restarting answers these)."""
-    from launcher.kube.client import ClusterTimeout, ClusterUnreachable
-
-    if isinstance(exc, (ClusterUnreachable, ClusterTimeout)):
-        return True
-    return isinstance(exc, ApiError) and (exc.status == 429 or exc.status >= 500)
 
 
 def _chunks(resp) -> Iterator[bytes]:
@@ -321,10 +285,6 @@ def _chunks(resp) -> Iterator[bytes]:
         if not data:
             return
         yield data
-
-
-# --------------------------------------------------------------------------------------------------
-# The run
 
 
 @dataclass

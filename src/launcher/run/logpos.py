@@ -123,3 +123,30 @@ def lock(path: Path) -> int:
         os.close(fd)
         raise BadInput(f"another launcher is already following this run (lock {path}); stop it first") from None
     return fd
+
+
+class Resent:
+    """What one attach's answer repeats: it starts at the mark's whole second (`sinceTime`), so its first lines up to
+    the mark were handled before. Lines come in file order, but their stamps need not rise: the runtime stamps
+    stdout and stderr in a goroutine each and writes whichever comes first, so an `[eval] model=...` line on stdout
+    can follow, stamped microseconds earlier, a stderr line (the likely loss of a result in CI, 2026-12-05). So a
+    stamp below the mark means "resent" only before the answer passes the mark; after that, every line is new.
+    (One line stamped below the mark and written after it, when a cut fell between the two, is still taken for
+    resent; without a record of every line handled, nothing tells it apart.)"""
+
+    def __init__(self, mark: int | None, at_mark: Counter):
+        self.mark = mark
+        self.at_mark = at_mark  # the lines handled at the mark, each sent again once
+        self.past = mark is None  # beyond what was handled: nothing more to drop
+
+    def again(self, ns: int, text: str) -> bool:
+        """Whether this line (in answer order) was handled on an earlier attach."""
+        if self.past:
+            return False
+        if ns < self.mark:
+            return True
+        if ns == self.mark and self.at_mark[text] > 0:
+            self.at_mark[text] -= 1
+            return True
+        self.past = True
+        return False

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     last_problem = last_phase = None
     from launcher.errors import ClusterError
-    from launcher.run.follow import transient
+    from launcher.kube.client import transient
     from launcher.run.jobstate import PollState, state_source
 
     # the first look is one GET and LIST (a finished run needs no more); then the shared watches
