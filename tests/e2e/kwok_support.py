@@ -282,8 +282,17 @@ class LiveLog:
 
 # ---- waiting ---------------------------------------------------------------------------------------------------
 
+def hang_guard(what: str, timeout: float) -> str:
+    """The message of a wait that ran out. Every wait's timeout is a hang guard, set far above the time the awaited
+    thing takes on a loaded machine, so running out means it will not come; the message says so, lest a reader
+    raise the timeout instead of looking for the hang."""
+    return (f"hang guard: {what} not reached after {timeout:g} s "
+            "(a hang, not a slow machine: the guard is far above the normal time)")
+
+
 def wait_for(predicate: Callable[[], object], timeout: float, interval: float = 0.5, what: str = "condition"):
-    """Poll ``predicate`` until it returns a truthy value (returned); raise TimeoutError with the last value."""
+    """Poll ``predicate`` until it returns a truthy value (returned); raise TimeoutError with the last value.
+    ``timeout`` is a hang guard (see hang_guard), not the time the condition is expected to take."""
     deadline = time.monotonic() + timeout
     last = None
     while True:
@@ -295,7 +304,7 @@ def wait_for(predicate: Callable[[], object], timeout: float, interval: float = 
             if last:
                 return last
         if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+            raise TimeoutError(f"{hang_guard(what, timeout)}; last: {last!r}")
         time.sleep(interval)
 
 

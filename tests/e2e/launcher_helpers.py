@@ -136,7 +136,7 @@ def wait_saved_log_bytes(run: Path, pod: str, n: int, timeout: float) -> int:
         if saved >= n:
             return saved
         time.sleep(0.1)
-    raise TimeoutError(f"{state}: fewer than {n} bytes of {pod}.log saved as handled after {timeout}s")
+    raise TimeoutError(ks.hang_guard(f"{n} bytes of {pod}.log saved as handled in {state}", timeout))
 
 
 def wait_file_rows(run: Path, n: int, timeout: float) -> list[dict]:
@@ -149,4 +149,4 @@ def wait_file_rows(run: Path, n: int, timeout: float) -> list[dict]:
         if len(r) >= n:
             return r
         time.sleep(0.1)
-    raise TimeoutError(f"{run}: fewer than {n} metric rows after {timeout}s")
+    raise TimeoutError(ks.hang_guard(f"{n} metric rows in {run}", timeout))

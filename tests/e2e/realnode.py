@@ -80,7 +80,7 @@ def wait_pod(info: ks.ClusterInfo, ns: str, pred, timeout: float, what: str, sel
                 return p
         time.sleep(0.5)
     states = {p["metadata"]["name"]: p.get("status", {}).get("containerStatuses") for p in last}
-    raise TimeoutError(f"{what}: not within {timeout}s; pods: {json.dumps(states)[:2000]}")
+    raise TimeoutError(f"{ks.hang_guard(what, timeout)}; pods: {json.dumps(states)[:2000]}")
 
 
 def running(name: str = "pytorch"):

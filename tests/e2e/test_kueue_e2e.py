@@ -121,29 +121,54 @@ def test_two_node_job_is_admitted_whole_or_not_at_all(trainer, queue_ns, tmp_pat
     assert got == want and sum(want.values()) >= 2, (want, got)
 
 
+def _end(info, ns, runs, job) -> None:
+    """End a held run (its KWOK pods run for an hour): mark its pods done (ks.finish_pods) on every look until it
+    has succeeded, so a pod created after one look (a RayJob's submitter comes after its head; a re-admitted run's
+    pods after the admission) is caught by the next."""
+    def ended():
+        if _pods(info, ns, job):
+            ks.finish_pods(info, ns, job)
+        return _status(info, ns, runs, job)["state"]["phase"] == "Succeeded"
+    ks.wait_for(ended, timeout=300, interval=2, what=f"{job} ended by the test")
+
+
 @pytest.mark.parametrize("backend", ["pytorchjob", "rayjob"])
 def test_high_priority_preempts_low_priority_and_both_finish(kube_cluster, queue_ns, tmp_path, backend):
+    """Both runs are held (KWOK pods of an hour) and ended by the test once it has looked: the low one can end only
+    by pre-emption, and it stays pre-empted until the test ends the high one. So no check races a run's lifetime,
+    which a busy machine can use up (the low run had 40 s to be pre-empted in, the window to see it was the high
+    run's 10 s)."""
     info, ns, runs = kube_cluster, queue_ns, tmp_path / "runs"
     kq.priority_classes(info)
-    low = _submit(info, ns, runs, 3, "40s", "scheduling.priority_class=grpo-e2e-low")
+    low = _submit(info, ns, runs, 3, "3600s", "scheduling.priority_class=grpo-e2e-low")
     ks.wait_for(lambda: _status(info, ns, runs, low)["state"]["phase"] == "Running", timeout=60, what="low running")
     follows = tmp_path / "follow-runs"  # `logs --follow` of the low run, from before its pre-emption to its end
     follower = launcher(["logs", low, "-n", ns, "--follow"], info, follows)
-    high = _submit(info, ns, runs, 4, "10s", "scheduling.priority_class=grpo-e2e-high", f"backend={backend}")
+    high = _submit(info, ns, runs, 4, "3600s", "scheduling.priority_class=grpo-e2e-high", f"backend={backend}")
 
-    # the low one is pre-empted (suspended, its pods gone) and says why; the high one runs
+    # the low one is pre-empted (suspended, its pods gone) and says why; the high one runs. Kueue marks the workload
+    # Evicted a moment before the job is suspended: wait for both, a state that now lasts until the test moves on
     def preempted():
         s = _status(info, ns, runs, low)
-        return s if s["kueue"]["state"] == "Preempted" else None
-    st = ks.wait_for(preempted, timeout=60, what=f"{low} pre-empted")
-    assert st["state"]["phase"] == "Queued" and "Preempted" in st["kueue"]["reason"], st["kueue"]
+        return s if s["kueue"]["state"] == "Preempted" and s["state"]["phase"] == "Queued" else None
+    st = ks.wait_for(preempted, timeout=120, what=f"{low} pre-empted and suspended")
+    assert "Preempted" in st["kueue"]["reason"], st["kueue"]
     rc, out, err = run_launcher(["status", low, "-n", ns], info, runs)
     assert "Preempted" in out and "state: Queued" in out, out
+    # `wait` on the pre-empted run says it is queued and goes on waiting: it is not fooled by the suspension
+    wait_err = tmp_path / "wait-low.err"
+    with open(wait_err, "w") as sink:
+        waiter = launcher(["wait", low, "-n", ns, "--timeout", "900"], info, runs, stderr=sink)
+    ks.wait_for(lambda: f"{low} is Queued" in wait_err.read_text(), timeout=120, what="wait to report the queued run")
+
+    _end(info, ns, runs, high)
     rc, out, err = run_launcher(["wait", high, "-n", ns, "--timeout", "120"], info, runs, timeout=180)
     assert rc == 0, out + err
-    # then the low one is admitted again and completes: wait is not fooled by the suspension
-    rc, out, err = run_launcher(["wait", low, "-n", ns, "--timeout", "240"], info, runs, timeout=300)
-    assert rc == 0, out + err
+    # the low one is admitted again now, but cannot have ended (its pods run for an hour until `_end`): wait waits
+    assert waiter.poll() is None, wait_err.read_text()
+    _end(info, ns, runs, low)
+    out, _ = waiter.communicate(timeout=120)
+    assert waiter.returncode == 0 and f"{low} succeeded" in out, out + wait_err.read_text()
     wl = kq.workload(info, ns, _uid(info, ns, "pytorchjobs", low))
     assert kq.condition(wl, "Finished").get("status") == "True"
     assert kq.condition(wl, "Requeued") or kq.condition(wl, "Preempted"), wl["status"]["conditions"]
