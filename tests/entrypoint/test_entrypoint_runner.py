@@ -7,6 +7,7 @@ The entrypoint runs as a real subprocess (`python -m launcher.entrypoint`) with 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -112,11 +113,20 @@ def test_entrypoint_sigkills_a_child_that_ignores_sigterm_after_the_grace_period
     assert elapsed >= 1.9  # it waited out the grace period (no upper bound: a busy machine is slow)
 
 
+def _wait_until_ignored(pid: int, signum: int) -> None:
+    """Until the process ignores `signum` (the SigIgn mask in /proc/PID/status): a fixed sleep was a guess that a
+    busy machine can lose (SIGTERM before SIG_IGN kills with 143), and a second lost on a quiet one. A hang is
+    bounded by the test's pytest-timeout mark."""
+    bit = 1 << (signum - 1)
+    while not int(re.search(r"^SigIgn:\s*([0-9a-f]+)$", Path(f"/proc/{pid}/status").read_text(), re.M)[1], 16) & bit:
+        time.sleep(0.01)
+
+
 @pytest.mark.timeout(60)
 def test_child_ignoring_sigterm_is_killed_after_the_grace_period():
     child = Child([sys.executable, str(STANDIN), "ignore"], dict(os.environ), grace_s=1.5)
     child.start()
-    time.sleep(1.0)  # let it install SIG_IGN
+    _wait_until_ignored(child.pid, signal.SIGTERM)
     start = time.monotonic()
     child.terminate(signal.SIGTERM)
     code = child.wait(timeout=20)

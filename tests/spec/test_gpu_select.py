@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from crd_schema import schema_errors
+from launcher.cli.main import main
 from launcher.spec import gpu as G
 from launcher.spec.load import load_spec
 from launcher.render.manifests import render
@@ -161,20 +160,21 @@ def test_gfd_key_follows_gpu_product_label():
     assert _gpu_pods(job)[0]["nodeSelector"] == {"example.com/gpu-model": "NVIDIA-A100-SXM4-80GB"}
 
 
+# `validate` in this process (the CLI's exit code and stderr are what is tested; tests/cli/test_cli.py keeps
+# `python -m launcher` itself): a new interpreter per case cost ~1 s of import each.
 @pytest.mark.parametrize(("scheme", "gpu_type"), NOT_OFFERED)
-def test_a_gpu_the_platform_does_not_offer_is_bad_input_naming_the_field(scheme, gpu_type, tmp_path):
-    out = subprocess.run([sys.executable, "-m", "launcher", "validate", str(EXP3),
-                          "--set", f"resources.gpu_label_scheme={scheme}", "--set", f"resources.gpu_type={gpu_type}"],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 2, out
-    assert "resources.gpu_type" in out.stderr and f"gpu_label_scheme {scheme}" in out.stderr
-    assert repr(gpu_type) in out.stderr or gpu_type in out.stderr
+def test_a_gpu_the_platform_does_not_offer_is_bad_input_naming_the_field(scheme, gpu_type, capsys):
+    rc = main(["validate", str(EXP3),
+               "--set", f"resources.gpu_label_scheme={scheme}", "--set", f"resources.gpu_type={gpu_type}"])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert "resources.gpu_type" in err and f"gpu_label_scheme {scheme}" in err
+    assert repr(gpu_type) in err or gpu_type in err
 
 
-def test_unknown_scheme_is_refused():
-    out = subprocess.run([sys.executable, "-m", "launcher", "validate", str(EXP3),
-                          "--set", "resources.gpu_label_scheme=eks"], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 2 and "resources.gpu_label_scheme" in out.stderr
+def test_unknown_scheme_is_refused(capsys):
+    rc = main(["validate", str(EXP3), "--set", "resources.gpu_label_scheme=eks"])
+    assert rc == 2 and "resources.gpu_label_scheme" in capsys.readouterr().err
 
 
 def test_readme_table_is_the_code_table():
