@@ -63,6 +63,7 @@ OVR=(
   reward.custom_reward_function.name=compute_score
   transfer_queue.backend.SimpleStorage.num_data_storage_units=1
   +ray_kwargs.ray_init.num_gpus=1
+  +ray_kwargs.ray_init.include_dashboard=False
   ray_kwargs.ray_init.num_cpus=16
   trainer.device=cpu
   trainer.critic_warmup=0

@@ -89,6 +89,7 @@ CPU_ONLY = {
     "transfer_queue.backend.SimpleStorage.num_data_storage_units": "1",
     "+transfer_queue.backend.SimpleStorage.required_node_resource": "GPU",
     "+ray_kwargs.ray_init.num_gpus": "1",
+    "+ray_kwargs.ray_init.include_dashboard": "False",
     "trainer.device": "cpu",
 }
 

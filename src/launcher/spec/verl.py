@@ -90,7 +90,7 @@ def verl_overrides(
     (no flash-attn), FSDP2 in fp32, vLLM in fp32 and eager without sleep mode, one agent-loop and one reward
     worker, one TransferQueue storage unit, `trainer.device=cpu` and one trainer process per pod
     (`trainer.n_gpus_per_node=1`). Where verl starts its own Ray (`spec.verl_starts_ray`) it also declares one
-    logical GPU and at least CPU_RAY_MIN_CPUS CPUs; multi-node raylets get the same from `ray start`
+    logical GPU and at least CPU_RAY_MIN_CPUS CPUs, and starts no dashboard; multi-node raylets get the same from `ray start`
     (entrypoint.ray_cluster), a RayJob's from KubeRay's rayStartParams. Every other item, and the order, is the
     GPU list's.
     """
@@ -149,7 +149,10 @@ def verl_overrides(
            # that could be the head, whose one logical CPU verl's TaskRunner holds, and the unit then waits forever
            # with no resource demand. Only nodes with a (logical) GPU, the workers, may hold it.
            ("+transfer_queue.backend.SimpleStorage.required_node_resource", "GPU")] if cpu else []),
-        *([("+ray_kwargs.ray_init.num_gpus", 1)] if own_ray else []),
+        *([("+ray_kwargs.ray_init.num_gpus", 1),
+           # Nothing reads a CPU run's dashboard (the multi-node head starts Ray without one too), and its nine head
+           # processes took ~3 s of ray.init's CPU-bound start (bench/RESULTS.md, "where a real run's first step goes").
+           ("+ray_kwargs.ray_init.include_dashboard", False)] if own_ray else []),
         *([("trainer.device", "cpu")] if cpu else []),
         ("trainer.critic_warmup", 0),
         ("trainer.logger", spec.loggers),
@@ -261,7 +264,7 @@ CPU_KEYS = ("actor_rollout_ref.model.override_config.attn_implementation", "acto
             "actor_rollout_ref.rollout.enforce_eager", "actor_rollout_ref.rollout.free_cache_engine",
             "actor_rollout_ref.rollout.enable_sleep_mode", "actor_rollout_ref.rollout.agent.num_workers",
             "reward.num_workers", "transfer_queue.backend.SimpleStorage.num_data_storage_units",
-            "transfer_queue.backend.SimpleStorage.required_node_resource")
+            "transfer_queue.backend.SimpleStorage.required_node_resource", "ray_kwargs.ray_init.include_dashboard")
 
 
 def override_key(item: str) -> str:
