@@ -16,6 +16,8 @@ E2E_WORKERS ?= 3
 # restart (it takes the shared control plane down).
 E2E_LAST := tests/e2e/test_zz_real_node_lost_e2e.py tests/e2e/test_zz_apiserver_restart_e2e.py
 export PYTHONUNBUFFERED := 1
+# A test lane's command, timed: with GRPO_TIMINGS_FILE set (.ci/run sets it) its time goes into CI's closing table.
+TIMED := hack/ci/timed.sh test
 
 .PHONY: help
 help: ## List the targets
@@ -34,10 +36,12 @@ setup: $(VPY) ## Create .venv and install the launcher with its test extras
 
 .PHONY: test
 test: ## Everything CI runs (.ci/run): installs, generated-file checks, scans, then the whole pytest suite
-	$(MAKE) setup
+	hack/ci/timed.sh installs setup $(MAKE) setup
 	# Three independent installs at once (Go builds are CPU-bound; the image and verl env mostly download and
-	# unpack): about 10 minutes less on a new machine than in sequence (bench/RESULTS.md "CI total").
-	$(MAKE) -j3 --output-sync=target verl-env image-cpu cluster-bins
+	# unpack): about 10 minutes less on a new machine than in sequence (bench/RESULTS.md "CI total"). hack/lanes.py runs
+	# them: their output in log files (a failed one's printed in full), a progress line each, times in GRPO_TIMINGS_FILE.
+	$(PY) hack/lanes.py installs verl-env='$(MAKE) -s verl-env' image-cpu='$(MAKE) -s image-cpu' \
+	  cluster-bins='$(MAKE) -s cluster-bins'
 	# Two lanes at once (bench/RESULTS.md "CI total"): the checks, scans and the tests that need no cluster (CPU-bound)
 	# beside the cluster tests, which mostly wait. Whole lines: a cut-off run still shows how far each got.
 	$(MAKE) -j2 --output-sync=line test-checks-and-unit test-cluster
@@ -47,17 +51,17 @@ test-checks-and-unit: ## (part of `make test`, after its installs) generated-fil
 	hack/cluster/install-node-deps.sh zsh fish  # tests/cli/test_cli_habits.py parses the zsh/fish completion scripts
 	# At a lower CPU priority (nice 5: a quarter of a contended core, not starved): this lane ends long before the
 	# cluster lane, whose real-node worker (real verl training in the kubelet's pods, nice 0) is CI's critical path.
-	nice -n 5 $(MAKE) chart-check manifests-check chart-lint scan
-	nice -n 5 $(VPY) -m pytest -q -n $(TEST_WORKERS) -m 'not cluster' --durations=15
+	$(TIMED) checks nice -n 5 $(MAKE) chart-check manifests-check chart-lint scan
+	$(TIMED) unit nice -n 5 $(VPY) -m pytest -q -n $(TEST_WORKERS) -m 'not cluster' --durations=15
 
 test-cluster: ## (part of `make test`, after its installs) every test that needs the local cluster, which the session fixture starts
 	# The cluster tests on E2E_WORKERS workers beside the cluster verbs with the oldest allowed kubernetes client; then,
 	# alone, the tests that take a node or the shared API server down.
 	$(MAKE) -j2 --output-sync=line test-cluster-shared client-floor-test
-	$(VPY) -m pytest -q -m cluster $(E2E_LAST)
+	$(TIMED) cluster-last $(VPY) -m pytest -q -m cluster $(E2E_LAST)
 
 test-cluster-shared: ## The cluster tests that can share the control plane, on E2E_WORKERS pytest-xdist workers
-	$(VPY) -m pytest -q -m cluster -n $(E2E_WORKERS) --dist loadfile $(addprefix --ignore=,$(E2E_LAST)) --durations=40
+	$(TIMED) cluster-shared $(VPY) -m pytest -q -m cluster -n $(E2E_WORKERS) --dist loadfile $(addprefix --ignore=,$(E2E_LAST)) --durations=40
 
 .PHONY: unit
 unit: setup tools ## Unit and property tests: no cluster, no verl, no CPU image, no fuzzing (needs helm/kubectl from `make tools`, and Go)
@@ -66,6 +70,12 @@ unit: setup tools ## Unit and property tests: no cluster, no verl, no CPU image,
 	# (tests/conftest.py), so a machine without verl, torch or the image collects cleanly.
 	@command -v go >/dev/null || { echo "make unit: needs Go on PATH (tests/crd_schema.py reads the CRDs from Go modules): https://go.dev/dl/" >&2; exit 2; }
 	$(VPY) -m pytest -q -m 'not cluster and not verl and not slow and not image'
+
+.PHONY: quick
+quick: setup verl-env cluster-bins ## After an edit: every test that needs no real node, the KWOK cluster's included (no fuzzing, no CPU image)
+	# What a change to the launcher most often breaks, without the real node's verl runs (`make test`'s critical path)
+	# or the tests that take the shared control plane down (E2E_LAST). Two workers, each module whole (tests/conftest.py).
+	$(VPY) -m pytest -q -n 2 --dist loadfile -m 'not realnode and not slow and not image' $(addprefix --ignore=,$(E2E_LAST))
 
 .PHONY: golden
 golden: setup ## Regenerate tests/golden/ after an intended rendering change (review the diff)

@@ -63,6 +63,8 @@ fi
 check_prereqs
 VPY=${VPY:-$ROOT/.venv/bin/python}
 L() { "$VPY" -m launcher "$@"; }
+# Build lanes at once, each one's output in its own log file, one progress line each on the console (hack/lanes.py).
+lanes() { "${PY:-python3}" "$ROOT/hack/lanes.py" "$@"; }
 job_of() { L validate "$@" | sed -n 's/.* -> [a-z]* \([a-z0-9-]*\) in namespace .*/\1/p'; }
 ns_of() { L validate "$@" | sed -n 's/.* in namespace \([a-z0-9-]*\):.*/\1/p'; }
 
@@ -96,13 +98,17 @@ if [ -z "$reason" ]; then
   fi
   # What the main job needs, built at once: the control plane and the real node in two Go lanes (CPU-bound) beside the
   # CPU image (mostly downloads and unpacking). Kueue, Trainer v2 and Flux are not built.
-  make -s -j3 --output-sync=target run-build-k8s run-build-rest image-cpu
+  echo "== [1/4] building the control plane, the real node and the CPU image (the first time: about 25 min on 2 cores; later, seconds)"
+  lanes build run-build-k8s='make -s run-build-k8s' run-build-rest='make -s run-build-rest' image-cpu='make -s image-cpu'
+  echo "== [2/4] starting the local cluster"
   KUBECONFIG=$(GRPO_REAL_NODE=1 make -s cluster-up | tail -1)
   job=$(job_of "$CONFIG"); ns=$(ns_of "$CONFIG")
   # A rerun starts over rather than attaching to the finished run.
   L delete "$job" -n "$ns" >/dev/null 2>&1 || true
   rm -rf "runs/$job"
+  echo "== [3/4] submitting $CONFIG and following its pods"
   L submit "$CONFIG" --follow
+  echo "== [4/4] writing the report"
   L report "runs/$job"
   echo "== report: runs/$job/report.md"
   exit 0
@@ -112,7 +118,9 @@ CONFIG=${1:-configs/grpo-exp3.yaml}
 echo "== SIMULATED run: this machine cannot run the real node ($reason)."
 echo "   The trainer's log is generated (hack/simlog.py) on a KWOK fake node; every figure in the report is simulated."
 echo "== no KUBECONFIG: using the embedded local control plane (hack/cluster/README.md)"
-make -s cluster-build tools
+echo "== [1/4] building the control plane and the tools"
+lanes build cluster-build='make -s cluster-build tools'
+echo "== [2/4] starting the local cluster"
 KUBECONFIG=$(GRPO_REAL_NODE=0 make -s cluster-up | tail -1)
 HERE=$ROOT/hack/cluster source hack/cluster/common.sh   # KUBECTL, SERVED_LOGS, k()
 export PATH="$(dirname "$KUBECTL"):$PATH"
@@ -152,6 +160,8 @@ fi
 player=$!
 trap 'kill $player 2>/dev/null || true' EXIT
 
+echo "== [3/4] submitting $CONFIG and following its pods"
 L submit "$CONFIG" "${SETS[@]}" --follow
+echo "== [4/4] writing the report"
 L report "runs/$job"
 echo "== report: runs/$job/report.md"

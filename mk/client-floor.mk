@@ -22,4 +22,4 @@ $(FLOOR_PY): pyproject.toml
 .PHONY: client-floor-test
 client-floor-test: $(FLOOR_PY) ## Cluster verbs on the local cluster with the oldest allowed kubernetes client (.venv-floor)
 	$(FLOOR_PY) -c "import kubernetes, sys; v = kubernetes.__version__; sys.exit(0 if v == '$(KUBERNETES_FLOOR)' else f'.venv-floor has kubernetes {v}, not $(KUBERNETES_FLOOR)')"
-	$(FLOOR_PY) -m pytest -q -p no:cacheprovider --durations=5 $(FLOOR_TESTS)
+	$(TIMED) client-floor $(FLOOR_PY) -m pytest -q -p no:cacheprovider --durations=5 $(FLOOR_TESTS)

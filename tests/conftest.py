@@ -19,7 +19,10 @@ from __future__ import annotations
 import ast
 import functools
 import itertools
+import os
 import re
+import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
@@ -160,6 +163,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         own = declared_marks(path)  # pytest already applied the module's own pytestmark
         for name in sorted(inherited_marks(path) - own):
             item.add_marker(getattr(pytest.mark, name))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The real-run ledger's file and this session's tag (tests/real_run_ledger.py), set once in the controlling
+    process so that the pytest-xdist workers it starts inherit them; `.ci/run` names the file for all its lanes."""
+    import real_run_ledger as ledger
+
+    if hasattr(config, "workerinput"):
+        return
+    os.environ.setdefault(ledger.SESSION_ENV, uuid.uuid4().hex)
+    if not os.environ.get(ledger.FILE_ENV):
+        fd, path = tempfile.mkstemp(prefix="real-runs-", suffix=".jsonl")
+        os.close(fd)
+        os.environ[ledger.FILE_ENV] = path
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    """How many real verl runs this session started and what each took (only sessions that ran cluster tests)."""
+    import real_run_ledger as ledger
+
+    if hasattr(config, "workerinput") or not any(
+            "cluster" in rep.keywords for reps in terminalreporter.stats.values() for rep in reps
+            if hasattr(rep, "keywords")):
+        return
+    records = ledger.read(os.environ[ledger.FILE_ENV], os.environ[ledger.SESSION_ENV])
+    terminalreporter.section("real verl runs (what the real nodes' pods logged)")
+    for line in ledger.summary(records):
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

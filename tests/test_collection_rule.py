@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 CONFTEST = Path(__file__).resolve().parent / "conftest.py"
+LEDGER = Path(__file__).resolve().parent / "real_run_ledger.py"  # the conftest's session summary reads it
 INI = """[pytest]
 markers =
     verl: needs verl
@@ -29,6 +30,7 @@ def _project(tmp_path: Path) -> Path:
     (root / "tests" / "needs_verl").mkdir(parents=True)
     (root / "pytest.ini").write_text(INI)
     shutil.copy(CONFTEST, root / "tests" / "conftest.py")
+    shutil.copy(LEDGER, root / "tests" / "real_run_ledger.py")
     # a module marked verl that fails at import time without verl
     (root / "tests" / "test_uses_verl.py").write_text(
         "import pytest\npytestmark = pytest.mark.verl\nraise ImportError('no verl here')\n"

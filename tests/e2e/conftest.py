@@ -26,6 +26,7 @@ import uuid
 import pytest
 
 import kwok_support as ks
+import real_run_ledger
 
 
 @pytest.fixture(scope="session")
@@ -106,6 +107,10 @@ def namespace(kube_cluster: ks.ClusterInfo, kube_api, request):
     ks.wait_for(lambda: core.read_namespaced_service_account("default", ns), timeout=60,
                 what=f"serviceaccount default in {ns}")
     yield ns
+    try:  # before the jobs go: their pods' logs say which were real verl runs (tests/real_run_ledger.py)
+        real_run_ledger.record(kube_api, ns, request.node.nodeid)
+    except Exception as exc:  # the ledger reports; it must not fail the test it follows
+        print(f"real-run ledger: {ns} not recorded: {exc}")
     _delete_jobs(kube_api, ns)
     co = client.CustomObjectsApi(kube_api)
     try:

@@ -15,6 +15,7 @@ import subprocess
 import pytest
 
 import kwok_support as ks
+import real_run_ledger
 import realnode as rn
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode]
@@ -24,9 +25,10 @@ def test_make_run_trains_grpo_exp3_cpu_for_real(kube_cluster):
     rn.ensure_real_node(kube_cluster)
     from launcher.spec.load import load_spec
 
-    job = load_spec(str(ks.REPO_ROOT / "configs" / "grpo-exp3-cpu.yaml")).job_name
+    spec = load_spec(str(ks.REPO_ROOT / "configs" / "grpo-exp3-cpu.yaml"))
+    job = spec.job_name
     run = ks.REPO_ROOT / "runs" / job
-    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "MAKEFLAGS", "MAKELEVEL", "GRPO_RUN_MODE")}
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "MAKEFLAGS", "MAKELEVEL", "GRPO_RUN_MODE", "GRPO_TIMINGS_FILE")}
     try:
         p = subprocess.run(["make", "-s", "run"], cwd=ks.REPO_ROOT, env=env, capture_output=True, text=True,
                            timeout=3600)
@@ -43,6 +45,7 @@ def test_make_run_trains_grpo_exp3_cpu_for_real(kube_cluster):
         assert report["execution"]["simulated"] is False
         assert list(run.glob("*.png")), sorted(p.name for p in run.iterdir())  # the report's plots
     finally:
+        real_run_ledger.record(kube_cluster.api_client(), spec.namespace, "make run", job)  # it has no test namespace
         subprocess.run([str(ks.REPO_ROOT / ".venv" / "bin" / "python"), "-m", "launcher", "delete", job],
                        cwd=ks.REPO_ROOT, env={**env, "KUBECONFIG": str(kube_cluster.kubeconfig)},
                        capture_output=True, timeout=300)

@@ -1,0 +1,62 @@
+"""`.ci/run`'s closing table (hack/ci/times.py, hack/ci/timed.sh) and the real-run ledger's reading side
+(tests/real_run_ledger.py): what CI's log shows of where its time went."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import real_run_ledger as ledger
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _times(*args: str) -> str:
+    return subprocess.run([sys.executable, str(ROOT / "hack" / "ci" / "times.py"), *args], capture_output=True,
+                          text=True, check=True, timeout=60).stdout
+
+
+def test_timed_records_the_lane_and_keeps_its_exit_code(tmp_path):
+    out = tmp_path / "t.jsonl"
+    p = subprocess.run([str(ROOT / "hack" / "ci" / "timed.sh"), "test", "unit", "bash", "-c", "exit 3"],
+                       env={**os.environ, "GRPO_TIMINGS_FILE": str(out)}, timeout=60)
+    assert p.returncode == 3
+    (line,) = out.read_text().splitlines()
+    rec = json.loads(line)
+    assert (rec["phase"], rec["lane"], rec["rc"]) == ("test", "unit", 3) and rec["seconds"] >= 0
+
+
+def test_the_table_names_each_lane_the_total_and_every_real_run(tmp_path):
+    timings, runs = tmp_path / "t.jsonl", tmp_path / "r.jsonl"
+    timings.write_text(json.dumps({"phase": "installs", "lane": "image-cpu", "seconds": 125.0, "rc": 0}) + "\n"
+                       + json.dumps({"phase": "test", "lane": "cluster-shared", "seconds": 61.0, "rc": 2}) + "\n"
+                       + '{"phase": "cut')  # a writer killed mid-line
+    runs.write_text(json.dumps({"job": "grpo-exp3-cpu-abc", "test": "t::a", "seconds": 300.0, "steps": 25}) + "\n"
+                    + json.dumps({"job": "grpo-exp3-cpu-def", "test": "t::b", "seconds": 90.0, "steps": 3}) + "\n")
+    out = _times("--total", "4000", "--caches", "warm", "--timings", str(timings), "--real-runs", str(runs))
+    assert "66 min 40 s in all (4000 s of CI's 5400), caches warm" in out
+    assert "image-cpu" in out and "2 min 05 s" in out and "exit 2" in out
+    assert "real verl runs: 2, 6 min 30 s of run time" in out
+    lines = out.splitlines()
+    assert lines.index(next(x for x in lines if "grpo-exp3-cpu-abc" in x)) < lines.index(
+        next(x for x in lines if "grpo-exp3-cpu-def" in x))  # longest first
+
+
+def test_no_files_yet_is_still_a_table(tmp_path):
+    out = _times("--total", "5", "--timings", str(tmp_path / "none"), "--real-runs", str(tmp_path / "none"))
+    assert "real verl runs: 0 recorded" in out
+
+
+def test_the_ledger_reads_one_session_and_sums_its_runs(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    path.write_text("".join(json.dumps({"job": j, "test": "t", "seconds": s, "steps": 3, "session": sess}) + "\n"
+                            for j, s, sess in (("a", 60.0, "one"), ("b", 30.0, "two"), ("c", 120.0, "one"))))
+    mine = ledger.read(path, "one")
+    assert [r["job"] for r in mine] == ["a", "c"]
+    lines = ledger.summary(mine)
+    assert lines[0] == "real verl runs: 2, 3.0 min of run time in all"
+    assert " c " in lines[1] and " a " in lines[2]
+    assert ledger.summary([]) == ["real verl runs: 0"]
