@@ -68,7 +68,7 @@ def build_parser(verbs=None) -> argparse.ArgumentParser:
     epilog = exit_codes_epilog()
     parser = argparse.ArgumentParser(
         prog="launcher",
-        description="Run verl GRPO experiments on Kubernetes (Kubeflow PyTorchJob or KubeRay RayJob).",
+        description="Run verl GRPO experiments on Kubernetes (Kubeflow PyTorchJob, KubeRay RayJob or Kubeflow Trainer v2 TrainJob).",
         epilog=epilog,
         formatter_class=_HelpFormatter,
     )
