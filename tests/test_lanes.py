@@ -81,7 +81,8 @@ def test_success_prints_each_time_and_keeps_ci_output_short(tmp_path):
 
 
 def test_sigterm_stops_the_lanes(tmp_path):
-    env = {**os.environ, "GRPO_CACHE": str(tmp_path / "cache")}
+    # the test's own timings file: CI's (GRPO_TIMINGS_FILE in the environment) must not get this lane's row
+    env = {**os.environ, "GRPO_CACHE": str(tmp_path / "cache"), "GRPO_TIMINGS_FILE": str(tmp_path / "t.jsonl")}
     p = subprocess.Popen([sys.executable, str(SCRIPT), "build", "slow=sleep 60 & echo $! > gpid; wait"],
                          cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)
     gpid = tmp_path / "gpid"
