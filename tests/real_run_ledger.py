@@ -3,12 +3,13 @@
 Judged by what Kubernetes and verl recorded, not by what a test meant to do: when a test's namespace is torn down
 (tests/e2e/conftest.py), every job there (pods grouped by `app.kubernetes.io/instance`) that had a pod on a real
 node (label `grpo.launcher.io/node-kind=real`) and whose pods' logs hold at least one of verl's step lines (read with
-the launcher's own parser) is one real run; its time runs from its first pod's start to its last container's end
-(teardown time for a pod still running). A smoke job, a KWOK pod or a run that never reached a step is not one.
+the launcher's own parser; the smoke workload's `smoke/*` lines are not verl's) is one real run. Its time runs from
+its first pod's start to its last container's end (teardown time for a pod still running). A smoke job, a KWOK pod
+or a run that never reached a step is not one.
 
 Each record is one JSON line in the file named by GRPO_REAL_RUNS_FILE, tagged with GRPO_TEST_SESSION: several
 pytest sessions (xdist workers, `make test`'s lanes) append to one file, and each session's summary (tests/conftest.py)
-and `.ci/run`'s closing table (hack/ci_times.py) read it back.
+and `.ci/run`'s closing table (hack/ci/times.py) read it back.
 """
 
 from __future__ import annotations
@@ -35,12 +36,14 @@ def _stamp(value) -> float | None:
 
 
 def _steps(text: str) -> set[int]:
+    """The steps of verl's own step lines in `text`; the smoke workload's lines (verl's format, `smoke/*` metrics:
+    launcher.entrypoint.smoke) are not verl training."""
     from launcher.metrics import parse_line
 
     found = set()
     for line in text.splitlines():
         rec = parse_line(line)
-        if rec is not None:
+        if rec is not None and not any(key.startswith("smoke/") for key in rec.metrics):
             found.add(rec.step)
     return found
 

@@ -60,3 +60,12 @@ def test_the_ledger_reads_one_session_and_sums_its_runs(tmp_path):
     assert lines[0] == "real verl runs: 2, 3.0 min of run time in all"
     assert " c " in lines[1] and " a " in lines[2]
     assert ledger.summary([]) == ["real verl runs: 0"]
+
+
+def test_the_ledger_counts_verl_step_lines_not_the_smoke_workloads():
+    from launcher.entrypoint.smoke import metric_line
+
+    verl = (ROOT / "tests" / "fixtures" / "verl_notes_5_4_line.txt").read_text().strip()
+    smoke = metric_line(1, {"smoke/allreduce_ms": 1.5, "smoke/world_size": 2, "timing_s/step": 0.1})
+    assert ledger._steps(f"(TaskRunner pid=7) {verl}\nnoise\n") == {int(verl.split(" - ")[0].split(":")[1])}
+    assert ledger._steps(f"{smoke}\n{metric_line(2, {'smoke/ray_task_ms': 3.0})}\n") == set()
