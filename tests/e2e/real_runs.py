@@ -123,6 +123,16 @@ def file_logger_rows(volume: Path) -> list[dict]:
     return found
 
 
+def hydra_configs(volume: Path) -> list[dict]:
+    """The config verl's own Hydra saved at each start of verl's driver (`<cwd>/outputs/<day>/<time>/.hydra/
+    config.yaml`; the entrypoint starts verl in the run's checkpoint directory, on the volume), oldest first: what verl
+    composed from the override list, written by verl, whatever the launcher's capture of its printed config made of it."""
+    import yaml
+
+    paths = sorted(volume.glob("checkpoints/**/outputs/*/*/.hydra/config.yaml"), key=lambda p: p.parts[-4:-2])
+    return [yaml.safe_load(p.read_text()) for p in paths]
+
+
 def verl_file_logger(volume: Path) -> dict[int, dict]:
     """`file_logger_rows` by step (step -> data); where a resumed attempt logged a step again, its record (the later
     line) wins."""

@@ -21,7 +21,7 @@ import kwok_support as ks
 import real_run_ledger
 import realnode as rn
 from launcher_helpers import rows, run_launcher
-from real_runs import file_logger_rows
+from real_runs import file_logger_rows, hydra_configs
 from launcher.spec.contract import REWARD_FILE_PATH
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode]
@@ -153,8 +153,17 @@ def test_grpo_exp3_cpu_trains_for_real(real_node, namespace, run_volume, tmp_pat
     # run leaves no finding
     assert not (run / "findings.jsonl").exists(), (run / "findings.jsonl").read_text()
     every = "\n".join(logs.values())  # every pod's saved log
-    # verl's printed config, when the launcher could put it back together: Ray forwards the pprint in pieces and once
-    # lost one (a CI-like run, 2026-12-05), so verl_config.json is not always there; when it is, it agrees
+    # the config verl composed, as verl's own Hydra saved it on the volume (one start of verl's driver); the launcher's
+    # verl_config.json is put back together from verl's printed config, which Ray forwards in pieces (it once lost
+    # one: a CI-like run, 2026-12-05), so it is compared where it exists but decides nothing alone
+    (composed,) = hydra_configs(run_volume)
+    assert composed["trainer"]["total_training_steps"] == steps and composed["trainer"]["nnodes"] == nodes, \
+        composed["trainer"]
+    # ...and trained on `nodes` pods on as many nodes, one FSDP rank each: every rank saved its own shard of the last
+    # step's update (a renderer that made one replica fails here and on the nodes the pods ran on)
+    shards = sorted(p.name for p in run_volume.glob(f"checkpoints/**/global_step_{steps}/actor/model_world_size_*.pt"))
+    assert shards == [f"model_world_size_{nodes}_rank_{r}.pt" for r in range(nodes)], shards
+    assert len(seen["nodes"]) == nodes, seen
     saved = run / "verl_config.json"
     verl_config = json.loads(saved.read_text())["config"] if saved.exists() else None
     if user_data:  # ...scored by the user's file, from the ConfigMap, on the user's rows, checked before training
@@ -162,12 +171,15 @@ def test_grpo_exp3_cpu_trains_for_real(real_node, namespace, run_volume, tmp_pat
             assert {r["critic/score/min"], r["critic/score/max"]} <= {REWARD_EVEN, REWARD_ODD}, r
         assert f"data: {USER_DATA_DIR}/train.parquet: 24 rows, columns prompt, data_source, ability, reward_model, " \
                "extra_info" in every, every[-3000:]
+        assert composed["reward"]["custom_reward_function"]["path"] == REWARD_FILE_PATH, composed["reward"]
+        assert composed["data"]["train_files"] == f"{USER_DATA_DIR}/train.parquet", composed["data"]
         if verl_config is not None:
             assert verl_config["reward"]["custom_reward_function"]["path"] == REWARD_FILE_PATH
             assert verl_config["data"]["train_files"] == f"{USER_DATA_DIR}/train.parquet"
     if own:  # ...acted on by verl: its vLLM server started with it (verl prints the server's arguments)
         assert re.search(r"'--max_num_batched_tokens',\n\([^)]*\) +'2048',", every), every[-3000:]
         assert json.loads((run / "provenance.json").read_text())["verl_overrides"] == own
+        assert composed["actor_rollout_ref"]["rollout"]["max_num_batched_tokens"] == 2048, composed["actor_rollout_ref"]
         if verl_config is not None:
             assert verl_config["actor_rollout_ref"]["rollout"]["max_num_batched_tokens"] == 2048
 
