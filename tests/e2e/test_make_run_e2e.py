@@ -45,7 +45,10 @@ def test_make_run_trains_grpo_exp3_cpu_for_real(kube_cluster):
         assert report["execution"]["simulated"] is False
         assert list(run.glob("*.png")), sorted(p.name for p in run.iterdir())  # the report's plots
     finally:
-        real_run_ledger.record(kube_cluster.api_client(), spec.namespace, "make run", job)  # it has no test namespace
+        try:  # it has no test namespace for the fixture to record; the ledger reports, it must not fail the test
+            real_run_ledger.record(kube_cluster.api_client(), spec.scheduling.namespace, "make run", job)
+        except Exception as exc:
+            print(f"real-run ledger: make run's {job} not recorded: {exc}")
         subprocess.run([str(ks.REPO_ROOT / ".venv" / "bin" / "python"), "-m", "launcher", "delete", job],
                        cwd=ks.REPO_ROOT, env={**env, "KUBECONFIG": str(kube_cluster.kubeconfig)},
                        capture_output=True, timeout=300)
