@@ -21,10 +21,11 @@ from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 
+from launcher.spec.names import INSTANCE_LABEL
+
 FILE_ENV = "GRPO_REAL_RUNS_FILE"
 SESSION_ENV = "GRPO_TEST_SESSION"
 REAL_NODE_LABEL = ("grpo.launcher.io/node-kind", "real")
-INSTANCE_LABEL = "app.kubernetes.io/instance"
 
 
 def _stamp(value) -> float | None:
