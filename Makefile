@@ -9,9 +9,10 @@ CONFIG ?=
 # pytest-xdist workers for the tests that need no cluster. `make test` runs them beside the cluster tests, which mostly
 # wait on pods and controllers (load average 0.6-0.9 on CI's 2 cores): one worker, so the e2e tests keep a core.
 TEST_WORKERS ?= 1
-# pytest-xdist workers for the cluster tests: they mostly wait (pods, controllers, KWOK's simulated runs), so three run
-# at once on the shared control plane (tests/conftest.py's scheduler: each module whole, the real-node tests on one worker).
-E2E_WORKERS ?= 3
+# pytest-xdist workers for the cluster tests: they mostly wait (pods, controllers, KWOK's simulated runs), so four run
+# at once on the shared control plane (tests/conftest.py's scheduler: each module whole, the real verl runs on a worker
+# of their own, the real-node tests with small pods on a second one beside them, the KWOK-node tests on the others).
+E2E_WORKERS ?= 4
 # Run alone, after the shared lane: a lost real node (it would take other tests' pods with it), then the API server's
 # restart (it takes the shared control plane down).
 E2E_LAST := tests/e2e/test_zz_real_node_lost_e2e.py tests/e2e/test_zz_apiserver_restart_e2e.py

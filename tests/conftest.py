@@ -112,20 +112,41 @@ def marked_functions(path: Path, mark: str) -> frozenset[str]:
     return frozenset(found)
 
 
+REALNODE_MARKERS = (
+    "smallpods: a realnode test whose pods are small (the smoke workload, plain pods): it runs on a worker of its "
+    "own, beside the real verl runs (tests/e2e/realnode_share.py)",
+    "wholenodes: a realnode test that needs both real nodes to itself (a pod on each, the host's FORWARD chain, the "
+    "kubelet's log rotation): no smallpods test runs meanwhile (tests/e2e/realnode_share.py)",
+)
+REALNODE_SCOPES = ("realnode", "realnode-smallpods")  # the training worker's scope first: CI's critical path
+
+
 def scope_of(nodeid: str, rootpath: Path) -> str:
-    """The scheduling scope of a test under `--dist loadfile`: its file, except that every `realnode` test (its
-    module's marks or its own decorator) shares the scope "realnode", so that one worker runs them all in turn."""
+    """The scheduling scope of a test under `--dist loadfile`: its file, except the `realnode` tests (their module's
+    marks or their own decorator): those also marked `smallpods` share the scope "realnode-smallpods", the others
+    (the real verl runs) the scope "realnode", so that one worker runs each group in turn, the two beside each other
+    (tests/e2e/realnode_share.py)."""
     file, _, rest = nodeid.partition("::")
     path = (rootpath / file).resolve()
     function = rest.split("::")[-1].split("[", 1)[0]
     if "realnode" in inherited_marks(path) or function in marked_functions(path, "realnode"):
+        if "smallpods" in inherited_marks(path) or function in marked_functions(path, "smallpods"):
+            return "realnode-smallpods"
         return "realnode"
     return file
 
 
+def scope_order(scopes: dict[str, dict]) -> list[str]:
+    """The order scopes are handed out: the real-node scopes first (the training one first of all: it is the
+    longest), then xdist's own order, the scopes with the most tests first."""
+    return sorted(scopes, key=lambda s: (s not in REALNODE_SCOPES,
+                                         REALNODE_SCOPES.index(s) if s in REALNODE_SCOPES else 0, -len(scopes[s])))
+
+
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent where xdist is not installed (.venv-floor)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """`--dist loadfile` with the real-node tests in one scope (`scope_of`); any other mode: xdist's own.
+    """`--dist loadfile` with the real-node tests in two scopes (`scope_of`), handed out first (`scope_order`), and
+    the worker of the training scope given nothing else while it lasts; any other mode: xdist's own.
 
     Done here rather than with `xdist_group` marks: `--dist loadgroup` tags each test by renaming its
     `_nodeid`, which pytest >= 9.2 no longer reads (the groups are silently ignored)."""
@@ -136,6 +157,36 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     class RealNodeTestsTogether(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return scope_of(nodeid, config.rootpath)
+
+        def schedule(self) -> None:
+            """xdist's `LoadScopeScheduling.schedule` (3.8), its queue in `scope_order`."""
+            if self.collection is not None or not self._check_nodes_have_same_collection():
+                return super().schedule()  # a rescheduling, or xdist's own abort on different collections
+            self.collection = list(next(iter(self.registered_collections.values())))
+            if not self.collection:
+                return None
+            queue: dict[str, dict[str, bool]] = {}
+            for nodeid in self.collection:
+                queue.setdefault(self._split_scope(nodeid), {})[nodeid] = False
+            self.workqueue.update((s, queue[s]) for s in scope_order(queue))
+            for _ in range(len(self.nodes) - len(self.workqueue)):  # more workers than scopes
+                self.assigned_work.popitem()[0].shutdown()
+            for node in self.nodes:
+                self._assign_work_unit(node)
+            for node in self.nodes:
+                self._reschedule(node)
+            if not self.workqueue:
+                for node in self.nodes:
+                    node.shutdown()
+            return None
+
+        def _reschedule(self, node) -> None:
+            # the training scope's worker takes nothing else until it is done: anything queued behind it would
+            # lengthen CI's critical path
+            pending = self.assigned_work.get(node, {}).get(REALNODE_SCOPES[0])
+            if pending is not None and not all(pending.values()) and self.workqueue:
+                return
+            super()._reschedule(node)
 
     return RealNodeTestsTogether(config, log)
 
@@ -166,10 +217,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The real-run ledger's file and this session's tag (tests/real_run_ledger.py), set once in the controlling
-    process so that the pytest-xdist workers it starts inherit them; `.ci/run` names the file for all its lanes."""
+    """The real-node markers (`REALNODE_MARKERS`); the real-run ledger's file and this session's tag
+    (tests/real_run_ledger.py), set once in the controlling process so that the pytest-xdist workers it starts
+    inherit them; `.ci/run` names the file for all its lanes."""
     import real_run_ledger as ledger
 
+    # here rather than in pyproject.toml's list: the CPU image's committed pins hash pyproject.toml (hack/image/pins.py)
+    for line in REALNODE_MARKERS:
+        config.addinivalue_line("markers", line)
     if hasattr(config, "workerinput"):
         return
     os.environ.setdefault(ledger.SESSION_ENV, uuid.uuid4().hex)

@@ -13,9 +13,10 @@ Run on several pytest-xdist workers (`make test-cluster-shared`: `-n E2E_WORKERS
 the one control plane: each test has its own namespace, the fake nodes a test adds carry its own taint, a run sent
 through Kueue outside test_kueue_e2e.py uses a ClusterQueue of its own (kueue_support), and hack/cluster/up.sh
 serialises concurrent starts with a lock. tests/conftest.py's scheduler keeps what must not interleave on one
-worker: each module whole (module fixtures, in-file order) and every `realnode` test together (the two real nodes,
-their 2 CPUs, the host's FORWARD chain that doctor's blocked-rendezvous test edits). The API-server restart test
-takes the control plane down: `make test-cluster` runs it alone, after the others.
+worker: each module whole (module fixtures, in-file order) and the `realnode` tests on two workers, the real verl
+runs one after another on one and the `smallpods` tests on the other, beside them; `real_nodes_shared` keeps apart
+what the kube-scheduler does not (tests/e2e/realnode_share.py). The API-server restart test takes the control plane
+down: `make test-cluster` runs it alone, after the others.
 """
 from __future__ import annotations
 
@@ -27,6 +28,21 @@ import pytest
 
 import kwok_support as ks
 import real_run_ledger
+import realnode_share
+
+
+@pytest.fixture(autouse=True)
+def real_nodes_shared(request):
+    """A `wholenodes` test has both real nodes to itself; a `smallpods` test shares them with one-node verl runs
+    (tests/e2e/realnode_share.py). Autouse, so it is set up before and torn down after the test's namespace."""
+    if request.node.get_closest_marker("wholenodes"):
+        with realnode_share.whole_nodes():
+            yield
+    elif request.node.get_closest_marker("smallpods"):
+        with realnode_share.small_pods():
+            yield
+    else:
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -129,6 +129,7 @@ def smoke(info, ns, tmp_path, *sets: str):
 
 
 @pytest.mark.realnode
+@pytest.mark.smallpods
 def test_smoke_all_green(real_nodes, namespace, tmp_path):
     rc, found, text = smoke(real_nodes, namespace, tmp_path)
     assert rc == 0, text
@@ -147,6 +148,7 @@ def test_smoke_all_green(real_nodes, namespace, tmp_path):
 
 
 @pytest.mark.realnode
+@pytest.mark.smallpods
 def test_smoke_shm_too_small(real_nodes, namespace, tmp_path):
     """The master exits 1 on the failed check; training-operator v1.9 then deletes its pod and may create it
     again after the job is Failed. Doctor still names resources.shm_size (from the incarnation that ran)."""
@@ -165,6 +167,8 @@ def test_smoke_shm_too_small(real_nodes, namespace, tmp_path):
 
 
 @pytest.mark.realnode
+@pytest.mark.smallpods
+@pytest.mark.wholenodes  # its FORWARD rule drops every pod's PyTorchJob rendezvous port: no 2-node run meanwhile
 def test_smoke_pod_cannot_reach_the_other(real_nodes, namespace, tmp_path):
     """Two pods, one per real node; TCP to the rendezvous port (MASTER_PORT) dropped between pod addresses."""
     info, port = real_nodes, netblock.PYTORCHJOB_MASTER_PORT

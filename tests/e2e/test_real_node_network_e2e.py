@@ -16,7 +16,7 @@ import pytest
 import kwok_support as ks
 import realnode as rn
 
-pytestmark = [pytest.mark.cluster, pytest.mark.realnode]
+pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.smallpods]
 TOOLBOX = "localhost/grpo-launcher/toolbox:busybox"
 TOLERATE = [{"key": "grpo.launcher.io/real-node", "operator": "Exists", "effect": "NoSchedule"}]
 LOCKED = {"runAsNonRoot": True, "runAsUser": 1000, "readOnlyRootFilesystem": True,

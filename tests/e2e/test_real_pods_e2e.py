@@ -53,7 +53,8 @@ def smoke_checks(text: str) -> dict[str, tuple[str, str]]:
 
 # RayJob only: PyTorchJob (1 and 2 nodes) and TrainJob (2 nodes) bootstrap real verl training on these nodes in
 # tests/e2e/test_real_training_e2e.py, and `doctor --smoke` runs this workload in test_doctor_e2e.py; the real-node
-# tests run one after another and are CI's critical path
+# tests are CI's critical path
+@pytest.mark.smallpods
 @pytest.mark.parametrize("backend,nodes", [("rayjob", 1), ("rayjob", 2)])
 def test_smoke_job_runs_to_completion_in_real_pods(real_node, namespace, tmp_path, backend, nodes):
     info, ns, runs = real_node, namespace, tmp_path / "runs"
@@ -101,6 +102,7 @@ def test_smoke_job_runs_to_completion_in_real_pods(real_node, namespace, tmp_pat
     assert rc == 0 and (run / "report.md").is_file(), err
 
 
+@pytest.mark.smallpods
 def test_pod_security_seen_from_inside_and_delete_sends_sigterm(real_node, namespace, tmp_path):
     """exec into the running trainer: uid/gid, read-only root, writable paths, no token; then `launcher delete`
     delivers SIGTERM to the trainer process and the container exits 143."""
@@ -166,6 +168,7 @@ def test_pod_security_seen_from_inside_and_delete_sends_sigterm(real_node, names
     assert "the smoke workload exited with status 143" in log, log[-2000:]
 
 
+@pytest.mark.smallpods
 def test_killed_container_restarts_and_logs_follow_shows_each_attempt_once(real_node, namespace, tmp_path):
     info, ns, runs = real_node, namespace, tmp_path / "runs"
     steps = 8
@@ -199,6 +202,7 @@ def test_killed_container_restarts_and_logs_follow_shows_each_attempt_once(real_
     assert rows(runs / job)[-1]["step"] == steps
 
 
+@pytest.mark.wholenodes  # its kubelet must rotate and serve at pace: no smoke pods of the other worker meanwhile
 def test_log_rotation_loses_no_metric_line_the_kubelet_serves(real_node, namespace, tmp_path):
     """The kubelet rotates container logs at 256 KiB here (hack/cluster/node.sh); a run that logs far past several
     rotations keeps every line its follow streams received, in order, across the rotations.
@@ -234,6 +238,7 @@ def test_log_rotation_loses_no_metric_line_the_kubelet_serves(real_node, namespa
         assert notes == []
 
 
+@pytest.mark.smallpods
 def test_oom_killed_container_is_reported_with_its_memory_limit(real_node, namespace, tmp_path):
     info, ns, runs = real_node, namespace, tmp_path / "runs"
     sets = ["resources.memory=1Gi", "smoke.memory_mb=2048", "run_policy.backoff_limit=3"]
@@ -250,6 +255,7 @@ def test_oom_killed_container_is_reported_with_its_memory_limit(real_node, names
     assert "OOMKilled" in out and "1Gi" in out, out
 
 
+@pytest.mark.smallpods
 def test_rayjob_that_fails_for_real_is_reported_failed_with_reason(real_node, namespace, tmp_path):
     info, ns, runs = real_node, namespace, tmp_path / "runs"
     sets = ["backend=rayjob", "smoke.min_shm=64Gi"]  # /dev/shm is 256Mi: the shm check fails inside the pod

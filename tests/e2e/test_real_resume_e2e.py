@@ -18,7 +18,7 @@ import kwok_support as ks
 import realnode as rn
 from launcher_helpers import launcher, rows, run_launcher
 
-pytestmark = [pytest.mark.cluster, pytest.mark.realnode]
+pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.smallpods]
 
 
 @pytest.fixture(scope="module")

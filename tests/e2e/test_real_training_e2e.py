@@ -4,53 +4,29 @@ verl 0.9.1's own trainer runs in the CPU image (vLLM's CPU build, the project's 
 Qwen2): rollout, reward, GRPO advantages, the FSDP2 update and the weight sync, on PyTorchJob (1 and 2 nodes) and
 TrainJob (2 nodes). The launcher's
 `metrics.jsonl` (parsed from the pods' console lines) is checked against verl's own file logger, read from the run's
-volume (a hostPath PersistentVolume, so it outlives the pods): every step, every key, same values. The 25-step
-run's checkpoint is then evaluated with `launcher eval` (base and trained, verl's merger and validation).
+volume (a hostPath PersistentVolume, so it outlives the pods): every step, every key, same values.
+
+The whole experiment (25 steps, one node) is `make run`'s: tests/e2e/test_make_run_e2e.py runs it once and checks it
+with `check_real_training` below, then evaluates its checkpoint with `launcher eval` (base and trained, verl's merger
+and validation): one real run serves both (issue 43's scenarios).
 """
 from __future__ import annotations
 
 import json
 import math
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
-import kwok_support as ks
 import real_run_ledger
 import realnode as rn
 from launcher_helpers import rows, run_launcher
-from real_runs import file_logger_rows, hydra_configs
+from real_runs import CLAIM, CONFIG, DEADLINE_S, file_logger_rows, hydra_configs
+from real_runs import real_node, volume  # noqa: F401 (fixtures)
 from launcher.spec.contract import REWARD_FILE_PATH
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode]
-
-CONFIG = str(ks.REPO_ROOT / "configs" / "grpo-exp3-cpu.yaml")
-
-
-@pytest.fixture(scope="module")
-def real_node(kube_cluster):
-    rn.ensure_real_node(kube_cluster)
-    return kube_cluster
-
-
-CLAIM = "grpo-run-volume"
-
-
-@pytest.fixture
-def run_volume(real_node, namespace):
-    """The run's volume (storage.claim_name): a PVC bound to a static hostPath PV (no provisioner here), so verl's
-    own files outlive the pods. The kubelet tears down a finished pod's emptyDir; this directory stays, and both real
-    nodes (one host) mount the same one, as a ReadWriteMany volume would be. The pods run as uid 1000."""
-    host = Path(f"/tmp/{namespace}-volume")
-    host.mkdir(mode=0o777)
-    host.chmod(0o777)
-    pv = f"{namespace}-volume"
-    ks.bound_hostpath_claim(real_node, namespace, CLAIM, pv, str(host), size="10Gi", access="ReadWriteMany")
-    yield host
-    real_node.kubectl("delete", "pv", pv, "--wait=false", check=False)
-    shutil.rmtree(host, ignore_errors=True)
 
 
 def same(a: object, b: object) -> bool:
@@ -90,23 +66,20 @@ def slope(values: list[float]) -> float:
 
 
 @pytest.mark.parametrize("backend,nodes,steps", [
-    ("pytorchjob", 1, 25),   # the whole experiment: its score must rise
-    ("pytorchjob", 2, 3),    # FSDP across two pods over gloo
+    pytest.param("pytorchjob", 2, 3, marks=pytest.mark.wholenodes),  # FSDP across two pods over gloo
     # RayJob: head + workers on the two nodes. It once hung when TransferQueue pinned its storage unit to the head
     # (the first Ray node by id), whose one CPU verl's TaskRunner held: spec.verl requires a node with a logical GPU
     # for it
-    ("rayjob", 2, 3),
-    ("trainjob", 2, 3),      # Trainer v2: JobSet, 2 nodes
+    pytest.param("rayjob", 2, 3, marks=pytest.mark.wholenodes),
+    pytest.param("trainjob", 2, 3, marks=pytest.mark.wholenodes),  # Trainer v2: JobSet, 2 nodes
 ])
-def test_grpo_exp3_cpu_trains_for_real(real_node, namespace, run_volume, tmp_path, backend, nodes, steps):
+def test_grpo_exp3_cpu_trains_for_real(real_node, namespace, volume, tmp_path, backend, nodes, steps):
     from launcher.spec.load import load_spec
 
     info, ns, runs = real_node, namespace, tmp_path / "runs"
     sets = [f"backend={backend}", f"resources.nodes={nodes}", f"trainer.total_training_steps={steps}",
             f"trainer.total_epochs={math.ceil(steps / 3)}", f"storage.claim_name={CLAIM}",
-            # a hang guard, not a time limit: the 25-step run's job takes ~400 s under load (bench/RESULTS.md), and
-            # the launcher's own 1800 s timeout below ends a hung test first; this ends a job the test left behind
-            "run_policy.active_deadline_seconds=3600"]
+            f"run_policy.active_deadline_seconds={DEADLINE_S}"]  # a hang guard (real_runs.DEADLINE_S)
     # a verl setting no typed field names (issue 30's verl.overrides), on one of the short runs: verl must get it
     own = ["actor_rollout_ref.rollout.max_num_batched_tokens=2048"] if backend == "trainjob" else []
     # the user's own experiment (issue 30) on another: a reward function from a local file, whose scores no built-in
@@ -124,7 +97,7 @@ def test_grpo_exp3_cpu_trains_for_real(real_node, namespace, run_volume, tmp_pat
         assert rc == 0, out + err
         assert out.count(" bytes verified on arrival (sha256 ") == 2 and "train.parquet: sent; " in out, out
         for f in local.iterdir():  # on the run's volume as they were here
-            assert (run_volume / USER_DATA_DIR.removeprefix("/workspace/") / f.name).read_bytes() == f.read_bytes()
+            assert (volume / USER_DATA_DIR.removeprefix("/workspace/") / f.name).read_bytes() == f.read_bytes()
         assert rn.pods(info, ns, "app.kubernetes.io/component=data") == []  # the copy pod is gone
     spec = load_spec(CONFIG, [f"scheduling.namespace={ns}", *sets, *(f"verl.overrides+={o}" for o in own)])
     rc, out, err = run_launcher(["submit", CONFIG, "-n", ns, "--follow", *[a for s in sets for a in ("--set", s)],
@@ -133,7 +106,16 @@ def test_grpo_exp3_cpu_trains_for_real(real_node, namespace, run_volume, tmp_pat
     logs = {p.stem: p.read_text(errors="replace") for p in sorted((run / "logs").glob("*.log"))}
     assert rc == 0, f"{err[-3000:]}\nlogs: {json.dumps({k: v[-3000:] for k, v in logs.items()})}"
     assert "Real training (tiny model on CPU)" in err + out, (err + out)[-2000:]
+    check_real_training(info, ns, runs, spec, volume, steps, nodes, user_data=user_data, own=own)
 
+
+def check_real_training(info, ns, runs, spec, volume, steps, nodes, *, user_data=False, own=()) -> None:
+    """What a finished real run of `spec` (in `ns`, its run directory under `runs`, verl's files on `volume`) must
+    show, judged by what verl and Kubernetes recorded: its steps, verl's file logger equal to the launcher's metrics,
+    the config verl composed, an FSDP shard per rank, the pods' nodes, no watchdog finding, a real report; a run of 25
+    steps or more also a rising score."""
+    run = runs / spec.job_name
+    logs = {p.stem: p.read_text(errors="replace") for p in sorted((run / "logs").glob("*.log"))}
     # verl's own console lines, parsed by the launcher: one row per real step
     mine = rows(run)
     assert [r["step"] for r in mine] == list(range(1, steps + 1)), [r["step"] for r in mine]
@@ -141,7 +123,7 @@ def test_grpo_exp3_cpu_trains_for_real(real_node, namespace, run_volume, tmp_pat
     (seen,) = [r for r in real_run_ledger.real_runs(info.api_client(), ns) if r["job"] == spec.job_name]
     assert seen["steps"] == steps and seen["nodes"] and seen["seconds"] > 0, seen
     # ...equal to verl's own file logger of the same run, for every step and every key
-    verl = file_logger_rows(run_volume)
+    verl = file_logger_rows(volume)
     assert [r["step"] for r in verl] == list(range(1, steps + 1)), [r["step"] for r in verl]
     for m, v in zip(mine, verl):
         data = v["data"]
@@ -156,12 +138,12 @@ def test_grpo_exp3_cpu_trains_for_real(real_node, namespace, run_volume, tmp_pat
     # the config verl composed, as verl's own Hydra saved it on the volume (one start of verl's driver); the launcher's
     # verl_config.json is put back together from verl's printed config, which Ray forwards in pieces (it once lost
     # one: a CI-like run, 2026-12-05), so it is compared where it exists but decides nothing alone
-    (composed,) = hydra_configs(run_volume)
+    (composed,) = hydra_configs(volume)
     assert composed["trainer"]["total_training_steps"] == steps and composed["trainer"]["nnodes"] == nodes, \
         composed["trainer"]
     # ...and trained on `nodes` pods on as many nodes, one FSDP rank each: every rank saved its own shard of the last
     # step's update (a renderer that made one replica fails here and on the nodes the pods ran on)
-    shards = sorted(p.name for p in run_volume.glob(f"checkpoints/**/global_step_{steps}/actor/model_world_size_*.pt"))
+    shards = sorted(p.name for p in volume.glob(f"checkpoints/**/global_step_{steps}/actor/model_world_size_*.pt"))
     assert shards == [f"model_world_size_{nodes}_rank_{r}.pt" for r in range(nodes)], shards
     assert len(seen["nodes"]) == nodes, seen
     saved = run / "verl_config.json"
@@ -198,14 +180,12 @@ def test_grpo_exp3_cpu_trains_for_real(real_node, namespace, run_volume, tmp_pat
         assert report["trend"]["direction"] == "rising", report["trend"]
         assert "**Score trend: rising**" in md
         assert sum(scores[-5:]) > sum(scores[:5]), scores
-        # ...and `launcher eval` of its real checkpoint (issue 29): one run of training serves both checks
-        eval_of_the_real_checkpoint(info, ns, runs, sets, spec, run_volume, steps)
 
 
 VAL_ROWS = 12  # the CPU image's GSM8K fixture: 24 train + 12 test rows
 
 
-def eval_of_the_real_checkpoint(info, ns, runs, sets, spec, volume, step) -> None:
+def eval_of_the_real_checkpoint(info, ns, runs, config, spec, volume, step) -> None:
     """`launcher eval --baseline --checkpoint latest` of the run's real FSDP2 checkpoint (saved at its last step):
     verl's own model merger writes the Hugging Face model, then verl's validation (vLLM on CPU) runs for the base and
     the trained model; eval.json and the report's evaluation section show both, with the interval of their
@@ -216,8 +196,8 @@ def eval_of_the_real_checkpoint(info, ns, runs, sets, spec, volume, step) -> Non
 
     actor = [d for d in volume.glob(f"checkpoints/**/global_step_{step}/actor") if d.is_dir()]
     assert len(actor) == 1, sorted(str(p) for p in volume.rglob("global_step_*"))
-    rc, out, err = run_launcher(["eval", CONFIG, "-n", ns, "--baseline", "--checkpoint", "latest", "--follow",
-                                 *[a for s in sets for a in ("--set", s)]], info, runs, timeout=1800)
+    rc, out, err = run_launcher(["eval", str(config), "-n", ns, "--baseline", "--checkpoint", "latest", "--follow"],
+                                info, runs, timeout=1800)
     run = runs / eval_job_name(spec, models_key(True, "latest"))
     logs = "\n".join(p.read_text(errors="replace") for p in sorted((run / "logs").glob("*.log")))
     assert rc == 0, f"{err[-3000:]}\n{logs[-4000:]}"

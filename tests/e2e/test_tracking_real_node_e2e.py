@@ -19,7 +19,7 @@ import realnode as rn
 from launcher_helpers import run_launcher
 from mlflow_server import mlflow_server
 
-pytestmark = [pytest.mark.cluster, pytest.mark.realnode]
+pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.smallpods]
 
 
 @pytest.fixture(scope="module")

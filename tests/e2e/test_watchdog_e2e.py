@@ -140,6 +140,7 @@ def test_relaunch_reproduces_the_job_name_and_diff_names_the_changed_keys(kube_c
 
 
 @pytest.mark.realnode
+@pytest.mark.smallpods
 def test_relaunch_on_the_real_node_pins_the_image_id(kube_cluster, namespace, tmp_path):
     """A real container of the existing CPU image (configs/smoke-cpu.yaml): its imageID is recorded, and the
     relaunch runs the same job name with its pods' image set to that imageID, which they report back."""
