@@ -7,6 +7,11 @@ the launcher's own parser; the smoke workload's `smoke/*` lines are not verl's) 
 its first pod's start to its last container's end (teardown time for a pod still running). A smoke job, a KWOK pod
 or a run that never reached a step is not one.
 
+A run whose job was deleted before the teardown (the watchdog's `stop`/`delete`, `doctor`'s clean-up) has no pods
+left to read: its run directory under the test's `tmp_path` still holds what the pods served (`logs/<pod>.log`, the
+raw lines), where each pod ran (`pods.json`, from the Node objects) and the kubelet's timestamps of each container's
+first and last line (`attempts.json`), and `record_saved` reads it from there.
+
 Each record is one JSON line in the file named by GRPO_REAL_RUNS_FILE, tagged with GRPO_TEST_SESSION: several
 pytest sessions (xdist workers, `make test`'s lanes) append to one file, and each session's summary (tests/conftest.py)
 and `.ci/run`'s closing table (hack/ci/times.py) read it back.
@@ -95,14 +100,42 @@ def real_runs(api, namespace: str, now: float | None = None) -> list[dict]:
     return runs
 
 
-def record(api, namespace: str, test: str, job: str | None = None) -> None:
+def saved_runs(root: Path, namespace: str, skip: set[str] = frozenset()) -> list[dict]:
+    """The real verl runs whose run directories lie under `root` (a test's tmp_path), jobs in `skip` left out: a pod on
+    a node `pods.json` records as real, verl step lines in the saved logs, the time from the attempts' first to last
+    line (see the module docstring)."""
+    from launcher.run import attempts, placement
+
+    runs = []
+    for pods_file in sorted(root.glob(f"**/{placement.PODS_FILE}")):
+        run = pods_file.parent
+        pods = placement.load(run) or {}
+        nodes = sorted({p["node"] for p in pods.values() if p.get("simulated") is False and p.get("node")})
+        if run.name in skip or not nodes:
+            continue
+        steps = set().union(*(_steps(p.read_text(errors="replace")) for p in run.glob("logs/*.log")))
+        if not steps:
+            continue
+        streams = list((attempts.load(run).get("streams") or {}).values())
+        firsts = [s["first_ns"] for s in streams if s.get("first_ns") is not None]
+        lasts = [s["last_ns"] for s in streams if s.get("last_ns") is not None]
+        seconds = round((max(lasts) - min(firsts)) / 1e9, 1) if firsts and lasts else 0.0
+        runs.append({"job": run.name, "namespace": namespace, "pods": len(pods), "nodes": nodes,
+                     "steps": len(steps), "seconds": seconds, "from": "run directory"})
+    return runs
+
+
+def record(api, namespace: str, test: str, job: str | None = None, saved_under: Path | None = None) -> None:
     """Append this namespace's real runs (only `job`'s when given) to the ledger (nothing when GRPO_REAL_RUNS_FILE is
-    unset)."""
+    unset); with `saved_under`, also the runs whose jobs are gone but whose run directories lie there."""
     path = os.environ.get(FILE_ENV)
     if not path:
         return
-    lines = [json.dumps({**run, "test": test, "session": os.environ.get(SESSION_ENV, "")}) + "\n"
-             for run in real_runs(api, namespace) if job is None or run["job"] == job]
+    live = real_runs(api, namespace)
+    found = [run for run in live if job is None or run["job"] == job]
+    if saved_under is not None:
+        found += saved_runs(saved_under, namespace, {run["job"] for run in live})
+    lines = [json.dumps({**run, "test": test, "session": os.environ.get(SESSION_ENV, "")}) + "\n" for run in found]
     if lines:
         with open(path, "a", encoding="utf-8") as fh:  # one write per test: xdist workers append to one file
             fh.write("".join(lines))

@@ -3,7 +3,8 @@
 
 usage: hack/ci/times.py --total SECONDS --caches cold|warm --timings FILE --real-runs FILE
 
-Reads the lanes' times (JSON lines {"phase", "lane", "seconds", "rc"} from hack/lanes.py and hack/ci/timed.sh) and
+Reads the lanes' times (JSON lines {"phase", "lane", "seconds", "rc"} from hack/lanes.py and hack/ci/timed.sh, which
+adds the lane's CPU time, "cpu_seconds") and
 the real-run ledger (tests/real_run_ledger.py: one line per real verl run the suite started, as the real nodes'
 pods logged it) and prints a short table. Standard library only: it runs on exit, whatever was installed.
 """
@@ -36,10 +37,12 @@ def table(total: float, caches: str, timings: list[dict], runs: list[dict]) -> l
     """The table's lines."""
     out = [f"== CI time: {_mmss(total)} in all ({total:.0f} s of CI's 5400), caches {caches} at the start"]
     if timings:
-        out.append(f"   {'phase':<10} {'lane':<26} {'time':>14}  result")
+        out.append(f"   {'phase':<10} {'lane':<26} {'time':>14}  {'CPU':>14}  result")
         for t in timings:
             result = "ok" if t.get("rc") == 0 else f"exit {t.get('rc')}"
-            out.append(f"   {t.get('phase', '?'):<10} {t.get('lane', '?'):<26} {_mmss(t.get('seconds', 0)):>14}  {result}")
+            cpu = _mmss(t["cpu_seconds"]) if t.get("cpu_seconds") is not None else "-"
+            out.append(f"   {t.get('phase', '?'):<10} {t.get('lane', '?'):<26} {_mmss(t.get('seconds', 0)):>14}  "
+                       f"{cpu:>14}  {result}")
     if runs:
         busy = sum(r["seconds"] for r in runs)
         out.append(f"   real verl runs: {len(runs)}, {_mmss(busy)} of run time (one after another on the real-node "

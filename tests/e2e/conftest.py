@@ -124,7 +124,9 @@ def namespace(kube_cluster: ks.ClusterInfo, kube_api, request):
                 what=f"serviceaccount default in {ns}")
     yield ns
     try:  # before the jobs go: their pods' logs say which were real verl runs (tests/real_run_ledger.py)
-        real_run_ledger.record(kube_api, ns, request.node.nodeid)
+        # ...and those the test deleted, from their run directories (the test's tmp_path, where the tests keep them)
+        saved = request.node.funcargs.get("tmp_path")
+        real_run_ledger.record(kube_api, ns, request.node.nodeid, saved_under=saved)
     except Exception as exc:  # the ledger reports; it must not fail the test it follows
         print(f"real-run ledger: {ns} not recorded: {exc}")
     _delete_jobs(kube_api, ns)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -143,28 +144,54 @@ def incidents(run: Path) -> list[dict]:
     return [{**json.loads(p.read_text()), "dir": p.parent} for p in sorted(run.glob("incidents/*/incident.json"))]
 
 
-def check_resumed(run: Path, volume: Path, steps: int, save: int) -> tuple[list[dict], str]:
-    """A run that was stopped after its global_step_`save` checkpoint and completed `steps` in a second attempt:
-    attempts.json shows the resume point and at most `save` steps lost, metrics.jsonl has each step once, and its
-    values are verl's own file-logger records (the resumed attempt's last for a step it redid). Returns (the
-    launcher's rows, the pods' raw logs)."""
+def same(a: object, b: object) -> bool:
+    """The launcher's value `a` against verl's file logger's `b` (orjson writes NaN as null)."""
+    if b is None:
+        return a is None or (isinstance(a, float) and math.isnan(a))
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9) or (math.isnan(a) and math.isnan(b))
+    return a == b
+
+
+def assert_rows_are_verls(mine: list[dict], verl: dict[int, dict]) -> None:
+    """Every step's row of metrics.jsonl holds exactly the keys verl's file logger recorded for it (a key missing on
+    either side fails), each with verl's value."""
+    assert [r["step"] for r in mine] == sorted(verl), ([r["step"] for r in mine], sorted(verl))
+    for r in mine:
+        data = verl[r["step"]]
+        assert set(r) - {"step"} == set(data) - {"step"}, (r["step"], sorted(set(r) ^ set(data)))
+        diff = {k: (r[k], x) for k, x in data.items() if k != "step" and not same(r[k], x)}
+        assert not diff, (r["step"], diff)
+
+
+def check_resumed(run: Path, volume: Path, steps: int, save: int, lost: int = 0) -> tuple[list[dict], str]:
+    """A run that was stopped after its global_step_`save` checkpoint (and at least `lost` steps after it) and
+    completed `steps` in a second attempt, judged by what verl recorded: its load line and global step say it resumed
+    from global_step_`save`; its file logger holds the first attempt's steps, then the resumed attempt's from `save` + 1
+    (the steps logged after the checkpoint were lost and done again: at least `lost`, at most `save`, the save_freq);
+    metrics.jsonl has each step once, equal to verl's records (the resumed attempt's for a step it redid); the
+    launcher's attempts.json says the same. Returns (the launcher's rows, the pods' raw logs)."""
     from launcher.run.attempts import load, summarise
 
+    raw = "".join(p.read_text(errors="replace") for p in (run / "logs").glob("*.log"))
+    # verl's own lines (ray_trainer._load_checkpoint): the first attempt found nothing, the second loaded `save`
+    assert raw.count("Training from scratch") == 1, raw[-3000:]
+    assert re.search(rf"Load from checkpoint folder: \S*/global_step_{save}\b", raw), raw[-3000:]
+    assert re.search(rf"Setting global step to {save}\b", raw), raw[-3000:]
     attempts = summarise(load(run))
     assert [a["action"] for a in attempts] == ["fresh", "resume"], attempts
-    second = attempts[1]
+    first, second = attempts
     assert second["resumed_from"] == save and second["first_step"] == save + 1 and second["last_step"] == steps, \
-        second
-    assert 0 <= second["steps_lost"] <= save, second  # lost at most save_freq steps
+        attempts
+    # verl's file logger, line by line: attempt 1's steps 1..k, then the resumed attempt's from save + 1
+    k = first["last_step"]
+    logged = [rec["step"] for rec in file_logger_rows(volume)]
+    assert logged == list(range(1, k + 1)) + list(range(save + 1, steps + 1)), (k, logged)
+    assert save + lost <= k < 2 * save, (k, save, lost)  # stopped after the checkpoint, before the next one
+    assert second["steps_lost"] == k - save, second
 
     mine = rows(run)
     assert [r["step"] for r in mine] == list(range(1, steps + 1)), [r["step"] for r in mine]  # each step once
-    verl = verl_file_logger(volume)
-    assert sorted(verl) == list(range(1, steps + 1)), sorted(verl)
-    for r in mine:
-        for key, value in verl[r["step"]].items():
-            if isinstance(value, (int, float)) and isinstance(r.get(key), (int, float)):
-                assert math.isclose(r[key], value, rel_tol=1e-6, abs_tol=1e-9), (r["step"], key, r[key], value)
-    raw = "".join(p.read_text(errors="replace") for p in (run / "logs").glob("*.log"))
+    assert_rows_are_verls(mine, verl_file_logger(volume))
     assert f"attempt 2: resuming from global_step_{save}" in raw, raw[-3000:]
     return mine, raw

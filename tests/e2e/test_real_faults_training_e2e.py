@@ -42,7 +42,7 @@ def test_trainer_killed_after_a_checkpoint_resumes_from_it_and_completes(real_no
     from launcher.spec.load import load_spec
 
     info, ns, runs = real_node, namespace, tmp_path / "runs"
-    steps, save = 12, 5  # latest_checkpointed_iteration stays 5 until step 10: time to see it and kill
+    steps, save = 12, 5  # latest_checkpointed_iteration stays 5 until step 10: time to see step 6 and kill
     with mlflow_server(tmp_path / "mlflow", host=rn.bridge_address()) as uri:
         # verl's own trackers, from inside the pods: MLflow (a real server, SQLite) and TensorBoard (the volume)
         experiment = f"real-resume-{uuid.uuid4().hex[:8]}"
@@ -53,16 +53,16 @@ def test_trainer_killed_after_a_checkpoint_resumes_from_it_and_completes(real_no
         follower = Following(info, ns, runs, sets)
 
         with follower:
-            # verl saves a step's checkpoint before it logs the step: wait for both, or step 5's metrics die with
-            # the process (no attempt would log them again)
-            ks.wait_for(lambda: checkpointed(volume, save) and save in logged_steps(runs / spec.job_name),
-                        timeout=900, interval=1, what=f"verl's global_step_{save} checkpoint and step {save}'s line")
+            # verl saves a step's checkpoint before it logs the step; the kill comes a step after both, so the
+            # resumed attempt must redo a step it had logged (check_resumed: at least 1 lost, at most save_freq)
+            ks.wait_for(lambda: checkpointed(volume, save) and save + 1 in logged_steps(runs / spec.job_name),
+                        timeout=900, interval=1, what=f"verl's global_step_{save} checkpoint and step {save + 1}'s line")
             rn.kill_container(master(info, ns))  # every process of the trainer, from the node
         rc, err = follower.wait(timeout=1200)
         assert rc == 0, err[-4000:]
         run = runs / spec.job_name
 
-        mine, raw = check_resumed(run, volume, steps, save)
+        mine, raw = check_resumed(run, volume, steps, save, lost=1)
 
         # the main metrics: every numeric key verl logged on every step
         main = sorted({k for r in mine for k, v in r.items() if k != "step" and finite(v)})

@@ -22,20 +22,11 @@ import pytest
 import real_run_ledger
 import realnode as rn
 from launcher_helpers import rows, run_launcher
-from real_runs import CLAIM, CONFIG, DEADLINE_S, file_logger_rows, hydra_configs
+from real_runs import CLAIM, CONFIG, DEADLINE_S, assert_rows_are_verls, file_logger_rows, hydra_configs
 from real_runs import real_node, volume  # noqa: F401 (fixtures)
 from launcher.spec.contract import REWARD_FILE_PATH
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode]
-
-
-def same(a: object, b: object) -> bool:
-    """The launcher's value `a` against verl's file logger's `b` (orjson writes NaN as null)."""
-    if b is None:
-        return a is None or (isinstance(a, float) and math.isnan(a))
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9) or (math.isnan(a) and math.isnan(b))
-    return a == b
 
 
 # The e2e reward file's two scores: exact in binary, and neither 0, 1 nor the CPU image's shaping term's 0.5 × share.
@@ -125,15 +116,16 @@ def check_real_training(info, ns, runs, spec, volume, steps, nodes, *, user_data
     # ...equal to verl's own file logger of the same run, for every step and every key
     verl = file_logger_rows(volume)
     assert [r["step"] for r in verl] == list(range(1, steps + 1)), [r["step"] for r in verl]
-    for m, v in zip(mine, verl):
-        data = v["data"]
-        assert set(data) <= set(m) | {"step"}, sorted(set(data) - set(m))
-        diff = {k: (m.get(k), x) for k, x in data.items() if not same(m.get(k), x)}
-        assert not diff, (m["step"], diff)
+    assert_rows_are_verls(mine, {r["step"]: r["data"] for r in verl})
     assert "actor/entropy" in mine[0] and "critic/score/mean" in mine[0], sorted(mine[0])
     # the follower's watchdog ran with its default settings on real timings (step 1's warm-up included): a healthy
-    # run leaves no finding
+    # run leaves no finding, and the watchdog saw every step with its checks on (what it recorded, watchdog.json)
     assert not (run / "findings.jsonl").exists(), (run / "findings.jsonl").read_text()
+    watched = json.loads((run / "watchdog.json").read_text())
+    assert (watched["steps_seen"], watched["first_step"], watched["last_step"], watched["reported"]) == (
+        steps, 1, steps, []), watched
+    assert all(watched["checks"][c]["on"] for c in ("stall", "reward_collapse", "entropy_collapse", "clip_jump",
+                                                    "nonfinite", "no_signal")), watched["checks"]
     every = "\n".join(logs.values())  # every pod's saved log
     # the config verl composed, as verl's own Hydra saved it on the volume (one start of verl's driver); the launcher's
     # verl_config.json is put back together from verl's printed config, which Ray forwards in pieces (it once lost

@@ -386,3 +386,36 @@ def test_a_stop_rule_deletes_the_run_and_a_warn_rule_keeps_it(tmp_path):
             ("no_signal", action, "delete" if deleted else None)]
         assert (("PyTorchJob", "j-1") in kube.deleted) is deleted
         assert (deleted_exit(s) == 1) is deleted
+
+
+def test_the_session_records_what_it_watched_with_every_check_and_its_threshold(tmp_path):
+    """watchdog.json: the steps the watchdog saw and each check, on or off, with its threshold; a healthy run's empty
+    findings are read with it (tests/e2e: the real runs)."""
+    import json
+
+    from kube_fakes import FakeKube
+
+    kube, clock = FakeKube(), _Clock()
+    session, _ = _session(tmp_path, kube, "report", clock)
+    recs = sim_records(steps=7, seed=3)
+    session.records(recs[:4])
+    seen = json.loads(session.run_dir.watched.read_text())
+    assert (seen["steps_seen"], seen["first_step"], seen["last_step"]) == (4, 1, 4), seen
+    session.records(recs[4:])
+    seen = json.loads(session.run_dir.watched.read_text())
+    assert (seen["steps_seen"], seen["first_step"], seen["last_step"]) == (7, 1, 7), seen
+    assert seen["checks"]["stall"] == {"on": True, "stall_factor": 2.0, "stall_min_s": 0.0}
+    assert seen["checks"]["no_signal"] == {"on": True, "steps": 5}
+    assert seen["checks"]["kl_drift"]["on"] is False and seen["checks"]["clip_pinned"]["on"] is False
+    assert set(seen["checks"]) == {"stall", "reward_collapse", "entropy_collapse", "clip_jump", "nonfinite",
+                                   "no_signal", "clip_pinned", "kl_drift", "entropy_drift"}
+    assert seen["reported"] == [] and not session.run_dir.findings.exists()  # a healthy run: nothing to report
+
+
+def test_watched_names_every_kind_the_watchdog_can_report():
+    """A check the watchdog gains is listed in watchdog.json too (or a healthy run would not show it was on)."""
+    from launcher.run.watchdog import KINDS
+
+    on = _health(kl_drift={"max": 0.5}, clip_pinned={"ratio": 0.9}, entropy_drift={"max_change": 0.5})
+    checks = Watchdog(health=on).watched()["checks"]
+    assert set(checks) == set(KINDS) and all(c["on"] for c in checks.values()), checks

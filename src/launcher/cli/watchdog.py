@@ -128,8 +128,12 @@ class WatchSession:
     # follower callbacks -------------------------------------------------------------------------
 
     def records(self, recs) -> None:
+        from launcher.run.dirs import write_atomic
+
         with self.lock:
             found = self.dog.observe(recs, self.clock())
+            # after every batch of steps (a few per minute): a follower killed mid-run leaves what it had judged
+            write_atomic(self.run_dir.watched, json.dumps(self.dog.watched(), indent=1, sort_keys=True))
         self._handle(found)
 
     def status(self, state, pods) -> None:

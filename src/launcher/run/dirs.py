@@ -40,6 +40,7 @@ class RunDir:
     logs = _file("logs")
     # what ran and what the watchdog saw (launcher.run.provenance, launcher.run.watchdog)
     findings = _file("findings.jsonl")
+    watched = _file("watchdog.json")  # what the follower's watchdog judged: steps seen, checks on (Watchdog.watched)
     provenance = _file("provenance.json")
     images = _file("images.json")
     verl_config = _file("verl_config.json")

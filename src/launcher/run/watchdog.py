@@ -167,6 +167,30 @@ class Watchdog:
              "median_step_s": None if median is None else round(median, 3),
              "stall_factor": self.config.stall_factor, "stall_min_s": self.config.stall_min_s}))
 
+    def watched(self) -> dict:
+        """What this watchdog has judged so far, for `watchdog.json`: the steps it holds (the first and last, and how
+        many), each check with whether it is on and its threshold, and the keys it reported. A run with no finding
+        is only shown healthy together with this: the steps were seen, with these checks on."""
+        h = self.health
+        checks = {
+            "stall": {"on": True, "stall_factor": self.config.stall_factor, "stall_min_s": self.config.stall_min_s},
+            "reward_collapse": {"on": True, "steps": self.config.collapse_steps},
+            "entropy_collapse": {"on": True, "steps": self.config.collapse_steps,
+                                 "entropy_ratio": self.config.entropy_ratio},
+            "clip_jump": {"on": True, "clip_jump": self.config.clip_jump},
+            "nonfinite": {"on": True, "keys": list(NONFINITE_KEYS)},
+            "no_signal": {"on": True, "steps": h.no_signal.steps},
+            "clip_pinned": {"on": h.clip_pinned.ratio is not None, "ratio": h.clip_pinned.ratio,
+                            "steps": h.clip_pinned.steps},
+            "kl_drift": {"on": h.kl_drift.max is not None, "max": h.kl_drift.max, "steps": h.kl_drift.steps},
+            "entropy_drift": {"on": h.entropy_drift.max_change is not None, "max_change": h.entropy_drift.max_change,
+                              "steps": h.entropy_drift.steps},
+        }
+        steps = sorted(self.rows)
+        return {"steps_seen": len(steps), "first_step": steps[0] if steps else None,
+                "last_step": steps[-1] if steps else None, "median_step_s": self.median_step_s(),
+                "checks": checks, "reported": sorted(self.seen)}
+
     def restarted(self) -> None:
         """The caller ended the stuck attempt: the stall clock waits for the next attempt's first step."""
         self.attempt += 1
