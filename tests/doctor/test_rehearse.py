@@ -77,10 +77,14 @@ def spec():
     return RH.rehearsal_spec(load_spec(CPU, ["scheduling.namespace=ns"]))
 
 
+# what the entrypoint prints after verl exits 0 (launcher.entrypoint.resume.checkpoint_report), as the raw log has it
+SAVED = "2026-12-07T04:00:00.1Z [entrypoint] checkpoint global_step_2 on the volume: complete (5 files, 12.3 MB)"
+
+
 def outcome(spec, lines=None, state=("Succeeded", True, True, ""), pods=None):
     job = spec.job_name
     pods = pods if pods is not None else [pod(f"{job}-master-0", job, state="terminated")]
-    return SmokeOutcome(job, J.JobState(*state), pods, lines or {"master-0": ["..."]}, timeout=60)
+    return SmokeOutcome(job, J.JobState(*state), pods, lines or {"master-0": ["...", SAVED]}, timeout=60)
 
 
 def by_name(checks):
@@ -96,8 +100,23 @@ def test_two_steps_with_every_stage_pass_and_say_what_each_showed(spec):
     c = by_name(checks)
     assert c["rehearse: steps"].finding == "2 real verl steps of builtin:tiny-qwen2 (step 1 30.5s, step 2 3.25s)"
     assert c["rehearse: reward"].finding == "reward: score mean 0.125 in [0, 0.5]"
-    assert c["rehearse: checkpoint"].finding == "checkpoint on the run's volume: global_step_2 saved in 1.25s"
+    assert c["rehearse: checkpoint"].finding == ("checkpoint on the run's volume: global_step_2 saved in 1.25s; "
+                                                 "global_step_2 on the volume: complete (5 files, 12.3 MB)")
     assert c["rehearse: update"].finding == "actor update (FSDP): pg_loss -0.01, grad_norm 0.75"
+
+
+@pytest.mark.parametrize("said,words", [
+    ("[entrypoint] checkpoint global_step_2 on the volume: incomplete, missing data.pt", "missing data.pt"),
+    ("[entrypoint] checkpoint global_step_1 on the volume: complete (5 files, 12.3 MB)", "global_step_1"),
+    ("[entrypoint] checkpoint none on the volume under /workspace/checkpoints/p/j", "no checkpoint"),
+    (None, "no pod said what is on the volume"),
+])
+def test_the_checkpoint_is_judged_by_what_is_on_the_volume_not_by_verls_save_time(spec, said, words):
+    """verl reported its save (timing_s/save_checkpoint): the stage still fails when the entrypoint found the files
+    missing, an older step, none, or said nothing."""
+    lines = {"master-0": ["...", *([said] if said else [])]}
+    c = by_name(RH.rehearsal_checks(spec, outcome(spec, lines), [step(1), step(2)]))["rehearse: checkpoint"]
+    assert c.status == C.FAIL and words in c.finding and "saved in 1.25s" in c.finding, (c.status, c.finding)
 
 
 def test_a_stage_whose_metrics_are_missing_or_not_finite_fails(spec):

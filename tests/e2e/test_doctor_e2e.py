@@ -10,6 +10,7 @@ or the smoke config is missing: they never skip.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -206,6 +207,10 @@ def test_rehearse_trains_two_real_steps_and_checks_each_stage(real_nodes, namesp
     assert "rehearsing grpo-exp3-cpu as grpo-exp3-cpu-rehearse: model builtin:tiny-qwen2, 2 steps" in text, text
     assert "2 real verl steps of builtin:tiny-qwen2 (step 1 " in found["rehearse: steps"], text
     assert "checkpoint on the run's volume: global_step_2 saved in " in found["rehearse: checkpoint"], text
+    # ...and the files are there: the entrypoint looked at the volume after verl exited (every rank's actor files and
+    # data.pt), not only verl's save timing
+    saved = re.compile(r"global_step_2 on the volume: complete \(\d+ files, [\d.]+ MB\)")
+    assert saved.search(found["rehearse: checkpoint"]), text
     assert "tokens per response" in found["rehearse: rollout"] and "pg_loss " in found["rehearse: update"], text
     assert "master-0 on grpo-node-" in found["rehearse: pods"], text
     _no_doctor_jobs_left(real_nodes, namespace)

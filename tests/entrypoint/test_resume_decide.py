@@ -248,3 +248,26 @@ def _containers(objs):
                 walk(v)
     walk(objs)
     return out
+
+
+def test_after_verl_exits_0_the_entrypoint_says_what_checkpoint_is_on_the_volume(tmp_path):
+    """One line doctor --rehearse reads (launcher.spec.contract.checkpoint_line): the newest global_step_N whole (every
+    rank's actor files and data.pt), or what it lacks, or none at all."""
+    from launcher.spec.contract import read_checkpoint_line
+
+    spec = _spec(tmp_path)  # grpo-exp3: 2 GPUs, 2 ranks
+    ckpt = Path(spec.checkpoint_path)
+    said: list[str] = []
+    RS.finish(spec, RS.decide(spec), 0, log=said.append)
+    assert read_checkpoint_line(f"[entrypoint] {said[0]}") == (None, False, f"{ckpt}"), said
+    lay_out(ckpt, 5)
+    lay_out(ckpt, 10, drop=("actor/optim_world_size_2_rank_1.pt",))
+    said.clear()
+    RS.finish(spec, RS.decide(spec), 0, log=said.append)
+    assert said[0] == "checkpoint global_step_10 on the volume: incomplete, missing actor/optim_world_size_2_rank_1.pt"
+    assert read_checkpoint_line(f"x [entrypoint] {said[0]}")[:2] == (10, False)
+    (ckpt / "global_step_10" / "actor" / "optim_world_size_2_rank_1.pt").write_bytes(b"y" * 2_000_000)
+    said.clear()
+    RS.finish(spec, RS.decide(spec), 0, log=said.append)
+    assert said[0] == "checkpoint global_step_10 on the volume: complete (8 files, 2.0 MB)", said
+    assert read_checkpoint_line(f"[entrypoint] {said[0]}")[:2] == (10, True)

@@ -161,6 +161,26 @@ def failure_cause(spec: ExperimentSpec, outcome: SmokeOutcome) -> tuple[str, str
     return "; ".join([why, *last[:2]]), "read the pod logs (rerun with --keep; `launcher logs`)"
 
 
+def checkpoint_check(title: str, timing: str, lines: Mapping[str, Sequence[str]], done: bool) -> Check:
+    """verl reported a save (`timing`); the entrypoint's line after verl exited says whether the files are on the
+    volume, every rank's actor shards and data.pt (`contract.checkpoint_line`)."""
+    from launcher.spec.contract import read_checkpoint_line
+
+    said = [r for pod_lines in lines.values() for ln in pod_lines if (r := read_checkpoint_line(ln)) is not None]
+    if not said:
+        return Check("rehearse: checkpoint", FAIL if done else WARN,
+                     f"{title}: verl reported {timing}, but no pod said what is on the volume",
+                     "an image older than this launcher does not say it: rebuild it (docker/); else read the pod "
+                     "logs (--keep)")
+    step, complete, rest = said[-1]
+    if complete and step == STEPS:
+        return Check("rehearse: checkpoint", OK, f"{title}: {timing}; global_step_{step} on the volume: {rest}")
+    where = f"global_step_{step}" if step is not None else "no checkpoint"
+    return Check("rehearse: checkpoint", FAIL, f"{title}: verl reported {timing}, but {where} on the volume: {rest}",
+                 "verl's save did not reach the volume whole: check the claim's free space and that every pod mounts "
+                 "the same volume (storage.access_mode ReadWriteMany for several nodes)")
+
+
 def rehearsal_checks(spec: ExperimentSpec, outcome: SmokeOutcome, rows: Sequence[Mapping]) -> list[Check]:
     """The pods, the two steps and each stage verl ran in them, and the result (with its cause and fix)."""
     checks = [image_check(spec, outcome, name="rehearse: pods")]
@@ -177,7 +197,9 @@ def rehearsal_checks(spec: ExperimentSpec, outcome: SmokeOutcome, rows: Sequence
                             + (f" ({times})" if times else ""), "see rehearse: result"))
     for key, title, needs, say in STAGES:
         seen = [by_step[s] for s in steps if all(_finite(by_step[s].get(k)) for k in needs)]
-        if seen:
+        if seen and key == "checkpoint":
+            checks.append(checkpoint_check(title, say(seen[-1]), outcome.lines, done))
+        elif seen:
             checks.append(Check(f"rehearse: {key}", OK, f"{title}: {say(seen[-1])}"))
         elif steps:
             checks.append(Check(f"rehearse: {key}", FAIL if done else WARN,

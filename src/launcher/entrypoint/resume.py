@@ -310,11 +310,26 @@ def finish(spec: ExperimentSpec, decision: Decision, code: int, *, log: Callable
             log("verl failed (not a known transient or configuration error: see its output above)")
         return
     step = read_tracker(ckpt_dir) or spec.trainer.total_training_steps
+    log(checkpoint_report(spec, ckpt_dir))
     try:
         _write_json(ckpt_dir / FINISHED, {"step": step, "attempt": decision.attempt, "finished": _now()})
         log(f"run finished at step {step}: marked {ckpt_dir / FINISHED} (a rerun trains nothing; submit --new starts over)")
     except OSError as exc:
         log(f"warning: cannot write {ckpt_dir / FINISHED} ({exc}); a rerun would resume from the last checkpoint")
+
+
+def checkpoint_report(spec: ExperimentSpec, ckpt_dir: Path) -> str:
+    """The line about the newest checkpoint on the volume after verl exited 0 (`contract.checkpoint_line`): every
+    rank's actor files and data.pt there, or what is missing."""
+    from launcher.spec.contract import checkpoint_line
+
+    steps = saved_steps(ckpt_dir)
+    if not steps:
+        return checkpoint_line(None, [], where=str(ckpt_dir))
+    step_dir = ckpt_dir / f"global_step_{steps[-1]}"
+    missing = missing_files(step_dir, world_size(spec))
+    files = [p for p in step_dir.rglob("*") if p.is_file()]
+    return checkpoint_line(steps[-1], missing, len(files), sum(p.stat().st_size for p in files))
 
 
 def _now() -> str:

@@ -201,3 +201,29 @@ def _num(x: float) -> float | int:
 def questions_line(payload: Mapping[str, Any]) -> str:
     """The `[eval] questions {...}` line (compact JSON on one line)."""
     return PREFIX + "questions " + json.dumps(payload, separators=(",", ":"), sort_keys=True)
+
+
+# After verl exits 0, the entrypoint looks at the checkpoint it left on the volume and says so in one line, which
+# `doctor --rehearse` reads (the rehearsal's checkpoint is judged by the files, not by verl's save timing alone):
+#   [entrypoint] checkpoint global_step_2 on the volume: complete (4 files, 12.3 MB)
+#   [entrypoint] checkpoint global_step_2 on the volume: incomplete, missing actor/optim_world_size_1_rank_0.pt
+#   [entrypoint] checkpoint none on the volume under /workspace/checkpoints/...
+_CHECKPOINT = re.compile(r"\[entrypoint\] checkpoint (?:global_step_(\d+)|none) on the volume(?::| under) (.*)$")
+
+
+def checkpoint_line(step: int | None, missing: list[str], files: int = 0, size: int = 0, where: str = "") -> str:
+    """The entrypoint's line about the checkpoint verl left (see above); `size` in bytes."""
+    if step is None:
+        return f"checkpoint none on the volume under {where}"
+    if missing:
+        return f"checkpoint global_step_{step} on the volume: incomplete, missing {', '.join(missing)}"
+    return f"checkpoint global_step_{step} on the volume: complete ({files} files, {size / 1e6:.1f} MB)"
+
+
+def read_checkpoint_line(line: str) -> tuple[int | None, bool, str] | None:
+    """(step or None, complete, the rest) of an entrypoint's checkpoint line (anywhere in a raw log line), else None."""
+    m = _CHECKPOINT.search(line.rstrip())
+    if m is None:
+        return None
+    step = int(m.group(1)) if m.group(1) else None
+    return step, step is not None and m.group(2).startswith("complete"), m.group(2)
