@@ -94,6 +94,13 @@ _node_network() {
     cat /sys/fs/cgroup/cpuset/cpuset.cpus > "/sys/fs/cgroup/cpuset$CGROUP_ROOT/cpuset.cpus"
     cat /sys/fs/cgroup/cpuset/cpuset.mems > "/sys/fs/cgroup/cpuset$CGROUP_ROOT/cpuset.mems"
   fi
+  # The node's CPU weight against the host's other processes: on a real machine the kubelet's pods own its CPUs; here
+  # they share two cores with the test lanes, each of whose sessions (autogroups) weighs as much as a whole node.
+  # GRPO_NODE_CPU_SHARES (default 4096, 4 sessions' worth) gives the pods what their requests ask first; their CFS
+  # quotas (the limits) still cap them, so the rest of the host keeps what the pods leave.
+  if [ -f "/sys/fs/cgroup/cpu$CGROUP_ROOT/cpu.shares" ]; then
+    echo "${GRPO_NODE_CPU_SHARES:-4096}" > "/sys/fs/cgroup/cpu$CGROUP_ROOT/cpu.shares"
+  fi
   mkdir -p "$NODE_DIR/cni/net.d" "$NODE_DIR/cni/ipam"
   write_file "$NODE_DIR/cni/net.d/10-grpo.conflist" <<EOF
 {

@@ -174,10 +174,11 @@ def check_resumed(run: Path, volume: Path, steps: int, save: int, lost: int = 0)
     from launcher.run.attempts import load, summarise
 
     raw = "".join(p.read_text(errors="replace") for p in (run / "logs").glob("*.log"))
-    # verl's own lines (ray_trainer._load_checkpoint): the first attempt found nothing, the second loaded `save`
+    # verl's own lines: the first attempt found no checkpoint, the second set its step counter from global_step_`save`
+    # (TaskRunnerV1) and its actor loaded that step's shard (the FSDP worker, rank 0)
     assert raw.count("Training from scratch") == 1, raw[-3000:]
-    assert re.search(rf"Load from checkpoint folder: \S*/global_step_{save}\b", raw), raw[-3000:]
-    assert re.search(rf"Setting global step to {save}\b", raw), raw[-3000:]
+    assert re.search(rf"Resuming from \S*/global_step_{save}, setting global step to {save}\b", raw), raw[-3000:]
+    assert re.search(rf"\[Rank 0\] Loaded model from \S*/global_step_{save}/actor/model_world_size_", raw), raw[-3000:]
     attempts = summarise(load(run))
     assert [a["action"] for a in attempts] == ["fresh", "resume"], attempts
     first, second = attempts

@@ -157,3 +157,67 @@ def test_worker_exits_nonzero_when_the_head_pod_dies_without_a_status(cluster_di
     assert rc == 1, log
     assert "no exit status" in log or "never published an exit status" in log
     assert "the master's verl exited" not in log
+
+
+class _Gcs:
+    """The head's GCS as the worker sees it: reachable, an exit status published once `publish_after` polls passed."""
+
+    address = "head:6379"
+
+    def __init__(self, publish_after: int | None):
+        self.polls, self.publish_after, self.acked = 0, publish_after, []
+
+    def reachable(self) -> bool:
+        return True
+
+    def get(self, key: bytes) -> bytes | None:
+        self.polls += 1
+        return b"0" if self.publish_after is not None and self.polls > self.publish_after else None
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self.acked.append(key)
+
+
+class _Raylet:
+    """`ray start --block` as a Child: each start ends with the next status of `ends` (None: keeps running)."""
+
+    argv = ["ray", "start"]
+
+    def __init__(self, ends: list[int | None]):
+        self.ends, self.starts, self.stops, self.status = list(ends), 0, 0, None
+
+    def start(self):
+        self.starts += 1
+        self.status = self.ends.pop(0)
+        return self
+
+    def poll(self):
+        return self.status
+
+    def stop(self, timeout=None):
+        self.stops += 1
+        return self.status or 0
+
+    def wait(self, timeout=None):
+        return self.status
+
+
+@pytest.mark.parametrize("ends,publish_after,code,starts", [
+    ([1, None], 3, 0, 2),        # missed Ray's 30 s once: started again, then the master's status
+    ([1, 1, None], 5, 0, 3),     # twice: the third of the three attempts joins
+    ([1, 1, 1], None, 1, 3),     # every attempt failed: the pod fails, naming it
+    ([0], None, 1, 1),           # a raylet that ended cleanly is not retried
+])
+def test_a_worker_whose_raylet_missed_its_start_up_starts_it_again(monkeypatch, ends, publish_after, code, starts):
+    from launcher.entrypoint import ray_cluster as RC
+    from launcher.entrypoint.runner import SignalState
+
+    said: list[str] = []
+    monkeypatch.setattr(RC, "log", said.append)
+    monkeypatch.setattr(RC.time, "sleep", lambda s: None)
+    raylet, gcs = _Raylet(ends), _Gcs(publish_after)
+    topo = RC.Topology(rank=1, nnodes=2, master_addr="head", job_name="j")
+    settings = RC.BootstrapSettings(poll_s=0.0)
+    assert RC._worker_phase(topo, settings, gcs, raylet, SignalState()) == code, said
+    assert raylet.starts == starts and raylet.stops == starts - 1, said
+    assert sum("starting it again" in m for m in said) == starts - 1, said

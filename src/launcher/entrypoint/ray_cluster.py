@@ -190,6 +190,10 @@ class BootstrapSettings:
     ack_wait_s: float = 30.0  # head: workers read the exit status before Ray stops
     poll_s: float = 2.0
     ray_stop_grace_s: float = 5.0  # `ray start --block` drains up to 30 s on SIGTERM; nothing to save
+    # worker: `ray start` runs this many times when it ends before the master published an exit status. Ray gives a
+    # new raylet 30 s (a constant in ray/_private/node.py) to register with the GCS; a busy node or a pod at its CPU
+    # limit can miss it ("The current node timed out during startup"), and the pod would fail the whole run
+    ray_start_attempts: int = 3
     temp_dir: str | None = None  # `ray start --temp-dir` (tests run two nodes on one machine)
     node_ip: str | None = None  # `--node-ip-address` (POD_IP when the pod exposes it)
     extra_args: tuple[str, ...] = ()  # LAUNCHER_RAY_START_ARGS, appended to `ray start`
@@ -494,6 +498,7 @@ def _worker_phase(topo: Topology, settings: BootstrapSettings, gcs: Gcs, raylet:
     if on_joined is not None and state.received is None:
         on_joined()
     last_contact = time.monotonic()
+    starts = 1
     while True:
         if state.received is not None:
             raylet.wait(settings.ray_stop_grace_s)
@@ -508,6 +513,14 @@ def _worker_phase(topo: Topology, settings: BootstrapSettings, gcs: Gcs, raylet:
             log(f"the master's verl exited with status {code}")
             _ack(gcs, topo)
             return code
+        if ended is not None and ended != 0 and starts < settings.ray_start_attempts:
+            starts += 1
+            log(f"the Ray worker process ended (status {ended}) before the master published an exit status; "
+                f"starting it again ({starts} of {settings.ray_start_attempts}: a raylet that misses Ray's 30 s to "
+                "register on a busy node ends so)")
+            raylet.stop()  # its process group: a raylet left half-started must not register beside the new one
+            raylet.start()
+            continue
         if ended is not None:
             log(f"ERROR: the Ray worker process ended (status {ended}) and the master published no exit status")
             return 1
