@@ -7,7 +7,6 @@ is given (`make test`), or when the expression could select one of its tests.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -75,44 +74,3 @@ def test_a_directory_mark_applies_to_its_tests(tmp_path):
     (root / "tests" / "test_uses_verl.py").unlink()
     r = _pytest(root, "-m", "verl", "--collect-only")
     assert "test_fine.py::test_fine" in r.stdout and "test_plain" not in r.stdout, r.stdout
-
-
-RECORD = """import os, pathlib, time
-def record(name):
-    time.sleep(0.3)  # long enough that both workers take work
-    with open(os.environ["RECORD_FILE"], "a") as f:
-        f.write(f"{os.environ['PYTEST_XDIST_WORKER']} {name}\\n")
-"""
-
-
-def test_loadfile_keeps_modules_whole_and_every_realnode_test_on_one_worker(tmp_path):
-    """`--dist loadfile` (make test-cluster-shared) through tests/conftest.py's scheduler: the realnode tests of
-    a realnode module and the realnode-decorated test of a mixed module run on one worker, each other module whole."""
-    root = _project(tmp_path)
-    for p in (root / "tests").rglob("test_*.py"):
-        p.unlink()
-    (root / "pytest.ini").write_text(INI + "    realnode: needs the real nodes\n")
-    tests = root / "tests"
-    (tests / "rec.py").write_text(RECORD)
-    (tests / "test_real_a.py").write_text(
-        "import pytest\nfrom rec import record\npytestmark = [pytest.mark.cluster, pytest.mark.realnode]\n"
-        "@pytest.mark.parametrize('n', [1, 2])\ndef test_a(n):\n    record(f'real_a{n}')\n")
-    (tests / "test_mixed.py").write_text(
-        "import pytest\nfrom rec import record\n@pytest.mark.realnode\ndef test_real():\n    record('mixed_real')\n"
-        + "".join(f"def test_plain{i}():\n    record('mixed_plain')\n" for i in range(3)))
-    for name in ("one", "two", "three"):
-        (tests / f"test_{name}.py").write_text(
-            "from rec import record\n" + "".join(f"def test_{i}():\n    record('{name}')\n" for i in range(3)))
-    record = tmp_path / "record.txt"
-    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "2", "--dist", "loadfile"],
-                       cwd=root, capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "RECORD_FILE": str(record), "PYTHONPATH": str(tests)})
-    assert r.returncode == 0, r.stdout + r.stderr
-    workers: dict[str, set[str]] = {}
-    for line in record.read_text().splitlines():
-        worker, name = line.split()
-        workers.setdefault(name, set()).add(worker)
-    real = workers["real_a1"] | workers["real_a2"] | workers["mixed_real"]
-    assert len(real) == 1, workers  # every realnode test on one worker
-    assert all(len(workers[m]) == 1 for m in ("one", "two", "three", "mixed_plain")), workers  # modules whole
-    assert len(set().union(*workers.values())) == 2, workers  # and both workers had work
