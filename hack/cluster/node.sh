@@ -99,7 +99,8 @@ _node_network() {
   # GRPO_NODE_CPU_SHARES (default 4096, 4 sessions' worth) gives the pods what their requests ask first; their CFS
   # quotas (the limits) still cap them, so the rest of the host keeps what the pods leave.
   if [ -f "/sys/fs/cgroup/cpu$CGROUP_ROOT/cpu.shares" ]; then
-    echo "${GRPO_NODE_CPU_SHARES:-4096}" > "/sys/fs/cgroup/cpu$CGROUP_ROOT/cpu.shares"
+    echo "${GRPO_NODE_CPU_SHARES:-4096}" > "/sys/fs/cgroup/cpu$CGROUP_ROOT/cpu.shares" ||
+      echo "warning: cannot set $CGROUP_ROOT's cpu.shares; its pods keep the default CPU weight" >&2
   fi
   mkdir -p "$NODE_DIR/cni/net.d" "$NODE_DIR/cni/ipam"
   write_file "$NODE_DIR/cni/net.d/10-grpo.conflist" <<EOF
