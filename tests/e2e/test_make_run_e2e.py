@@ -21,7 +21,6 @@ import subprocess
 import pytest
 
 import kwok_support as ks
-import real_run_ledger
 from real_runs import CLAIM, CONFIG, DEADLINE_S
 from real_runs import real_node, volume  # noqa: F401 (fixtures)
 from test_real_training_e2e import check_real_training, eval_of_the_real_checkpoint
